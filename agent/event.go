@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event is one step of a turn, sent to the session's [Thread]. The set is
+// sealed: only this package defines events, so a type switch over them can
+// be complete.
+type Event interface{ isEvent() }
+
+// TurnStarted opens a turn. MessageIDs are the inbound messages it answers.
+type TurnStarted struct {
+	Key        SessionKey
+	MessageIDs []string
+}
+
+// TextDelta is a piece of the model's streamed text.
+type TextDelta struct{ Text string }
+
+// ToolStarted is emitted before a tool runs.
+type ToolStarted struct {
+	CallID string
+	Name   string
+	Args   json.RawMessage
+}
+
+// ToolFinished is emitted after a tool ran, successfully or not.
+type ToolFinished struct {
+	CallID   string
+	Name     string
+	Summary  string // one line for the progress display
+	Failed   bool
+	Duration time.Duration
+}
+
+// ApprovalNeeded asks the thread to let a person decide on a tool call.
+// Threads that cannot ask implement no [Approver]; the call is then denied.
+type ApprovalNeeded struct {
+	CallID string
+	Name   string
+	Args   json.RawMessage
+}
+
+// Answer is the turn's final text, with workspace files to attach.
+type Answer struct {
+	Text  string
+	Files []string
+	Steps int           // model calls made in the turn
+	Tools int           // tool calls made in the turn
+	Took  time.Duration // wall time of the turn
+}
+
+// Failed ends a turn that could not produce an answer. Message is short and
+// meant for people; Err is for logs.
+type Failed struct {
+	Message string
+	Err     error
+}
+
+// Notice is a reply that is not a model answer: a command's output, a
+// short status line. It does not end a turn.
+type Notice struct{ Text string }
+
+func (TurnStarted) isEvent()    {}
+func (TextDelta) isEvent()      {}
+func (ToolStarted) isEvent()    {}
+func (ToolFinished) isEvent()   {}
+func (ApprovalNeeded) isEvent() {}
+func (Answer) isEvent()         {}
+func (Failed) isEvent()         {}
+func (Notice) isEvent()         {}

@@ -1,0 +1,90 @@
+package agent
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// SessionKey names one conversation. A channel is a session key with Thread
+// cleared: policy and workspace belong to the channel, history to the session.
+type SessionKey struct {
+	Platform string // "slack", "telegram", "console"
+	Team     string // Slack team ID; empty elsewhere
+	Chat     string // channel, DM or chat ID
+	Thread   string // Slack thread root ts, Telegram forum topic; empty for a flat chat
+}
+
+// Channel returns the key of the channel the session belongs to.
+func (k SessionKey) Channel() SessionKey {
+	k.Thread = ""
+	return k
+}
+
+// IsChannel reports whether k names a whole channel rather than a thread in it.
+func (k SessionKey) IsChannel() bool { return k.Thread == "" }
+
+// Validate reports whether k can name a session.
+func (k SessionKey) Validate() error {
+	if k.Platform == "" || k.Chat == "" {
+		return errors.New("session key needs a platform and a chat")
+	}
+	return nil
+}
+
+// String returns a readable, unambiguous form for logs and store keys:
+// components joined by ':' with '%' and ':' escaped inside them.
+func (k SessionKey) String() string {
+	var b strings.Builder
+	b.Grow(len(k.Platform) + len(k.Team) + len(k.Chat) + len(k.Thread) + 3)
+	for i, part := range [...]string{k.Platform, k.Team, k.Chat, k.Thread} {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		escapeKeyPart(&b, part)
+	}
+	return b.String()
+}
+
+func escapeKeyPart(b *strings.Builder, s string) {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case ':':
+			b.WriteString("%3A")
+		default:
+			b.WriteByte(c)
+		}
+	}
+}
+
+// User is the author of an incoming message.
+type User struct {
+	ID    string `json:"id"`
+	Name  string `json:"name,omitempty"`
+	Admin bool   `json:"admin,omitempty"` // platform admin, if the adapter knows
+}
+
+// File is a file that came with a message. Adapters download it into the
+// channel's workspace and set Path before they submit the message.
+type File struct {
+	Name string `json:"name"`
+	Path string `json:"path,omitempty"` // workspace-relative, once downloaded
+	MIME string `json:"mime,omitempty"`
+	Size int64  `json:"size,omitempty"`
+}
+
+// Inbound is one incoming message, free of any platform type.
+type Inbound struct {
+	Key       SessionKey `json:"key"`
+	MessageID string     `json:"id"` // unique within the chat; the dedup key
+	User      User       `json:"user"`
+	Text      string     `json:"text"` // the bot's mention removed
+	Files     []File     `json:"files,omitempty"`
+	Addressed bool       `json:"addressed,omitempty"` // DM, mention, reply to the bot, or a thread it answers in
+	Time      time.Time  `json:"time"`
+	// ReplyTo is an adapter-defined reference the Thread uses to answer
+	// (for example the Telegram message ID to reply to). Opaque to agent.
+	ReplyTo string `json:"reply_to,omitempty"`
+}

@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Model is an LLM that answers a conversation, optionally with tool calls.
+type Model interface {
+	Complete(ctx context.Context, req *Request) (*Response, error)
+}
+
+// Request is one model call.
+type Request struct {
+	System   string
+	Messages []Message
+	Tools    []ToolSpec // sorted by name; empty means answer in text
+	// OnText, if set, receives the answer's text as it streams.
+	OnText func(delta string)
+}
+
+// ToolSpec describes a tool to the model.
+type ToolSpec struct {
+	Name        string
+	Description string
+	Schema      json.RawMessage // JSON Schema of the arguments object
+	Params      []string        // argument names in declared order (for positional calls)
+}
+
+// Response is the model's reply: text, tool calls or both.
+type Response struct {
+	Message Message // RoleAssistant
+	Usage   Usage
+}
+
+// Usage counts the tokens of one model call.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// ErrModelUnavailable is wrapped by [ModelError] when the model could not
+// be reached or kept failing after retries.
+var ErrModelUnavailable = errors.New("model unavailable")
+
+// ModelError is a model call that failed after its retries. It carries what
+// a person should be told apart from the detail that is logged.
+type ModelError struct {
+	Status     int           // HTTP status, 0 for a network error
+	RetryAfter time.Duration // what the server asked for, if it did
+	Attempts   int
+	Err        error
+}
+
+func (e *ModelError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("model call failed with HTTP %d after %d attempts: %v", e.Status, e.Attempts, e.Err)
+	}
+	return fmt.Sprintf("model call failed after %d attempts: %v", e.Attempts, e.Err)
+}
+
+func (e *ModelError) Unwrap() []error { return []error{ErrModelUnavailable, e.Err} }
+
+// RateLimited reports whether the server refused for rate or quota.
+func (e *ModelError) RateLimited() bool { return e.Status == 429 }

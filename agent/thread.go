@@ -1,0 +1,26 @@
+package agent
+
+import "context"
+
+// Thread is where one session's events are shown: a Slack thread, a Telegram
+// chat or topic, a terminal. Adapters implement it; they decide how to
+// render (one progress message edited at a throttled rate, typing
+// indicators, the final answer as a reply). Emit must not block for long:
+// a slow platform is the adapter's to absorb, not the loop's.
+type Thread interface {
+	Emit(ctx context.Context, ev Event) error
+}
+
+// Approver is implemented by threads that can ask a person to approve a tool
+// call (buttons in Slack or Telegram, a prompt in the terminal). It blocks
+// until a decision or ctx ends; no decision means deny.
+type Approver interface {
+	Approve(ctx context.Context, req ApprovalNeeded) (bool, error)
+}
+
+// Platform opens threads for one platform's sessions. The dispatcher asks
+// for a thread when a turn starts or a command answers; the trigger is the
+// message being answered, so the thread can reply to it.
+type Platform interface {
+	Thread(key SessionKey, trigger Inbound) Thread
+}

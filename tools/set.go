@@ -1,0 +1,151 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// DefaultMaxResult caps the text a tool call returns to the model.
+const DefaultMaxResult = 32 << 10
+
+// ErrUnknownTool is returned (wrapped) when the model calls a tool that is
+// not in the set; the message lists the tools that are.
+var ErrUnknownTool = errors.New("unknown tool")
+
+// Set is the tools offered to the model, sorted by name so that what the
+// model sees is byte-for-byte stable between calls (prompt caches depend on
+// it). A Set is immutable once built and safe for concurrent use.
+type Set struct {
+	tools     []Tool
+	byName    map[string]Tool
+	maxResult int
+	redact    *strings.Replacer
+}
+
+// SetOption configures a Set.
+type SetOption func(*Set)
+
+// WithMaxResult caps the text of every result at n bytes.
+func WithMaxResult(n int) SetOption { return func(s *Set) { s.maxResult = n } }
+
+// WithSecrets scrubs these values from every result before the model or a
+// person sees it. Empty values are ignored.
+func WithSecrets(secrets ...string) SetOption {
+	return func(s *Set) {
+		var pairs []string
+		for _, v := range secrets {
+			if len(v) >= 4 { // shorter values would mangle ordinary text
+				pairs = append(pairs, v, "[redacted]")
+			}
+		}
+		if len(pairs) > 0 {
+			s.redact = strings.NewReplacer(pairs...)
+		}
+	}
+}
+
+// NewSet builds a set. Two tools with one name is a programming error.
+func NewSet(tools []Tool, opts ...SetOption) *Set {
+	s := &Set{byName: make(map[string]Tool, len(tools)), maxResult: DefaultMaxResult}
+	for _, o := range opts {
+		o(s)
+	}
+	for _, t := range tools {
+		if _, dup := s.byName[t.Name()]; dup {
+			panic("tools: duplicate tool " + t.Name())
+		}
+		s.byName[t.Name()] = t
+		s.tools = append(s.tools, t)
+	}
+	slices.SortFunc(s.tools, func(a, b Tool) int { return strings.Compare(a.Name(), b.Name()) })
+	return s
+}
+
+// Tools returns the tools sorted by name. The slice must not be modified.
+func (s *Set) Tools() []Tool { return s.tools }
+
+// Names returns the sorted tool names.
+func (s *Set) Names() []string {
+	names := make([]string, len(s.tools))
+	for i, t := range s.tools {
+		names[i] = t.Name()
+	}
+	return names
+}
+
+// Get returns the named tool.
+func (s *Set) Get(name string) (Tool, bool) {
+	t, ok := s.byName[name]
+	return t, ok
+}
+
+// Filter returns the subset of tools for which keep is true.
+func (s *Set) Filter(keep func(name string) bool) *Set {
+	out := &Set{byName: make(map[string]Tool, len(s.tools)), maxResult: s.maxResult, redact: s.redact}
+	for _, t := range s.tools {
+		if keep(t.Name()) {
+			out.tools = append(out.tools, t)
+			out.byName[t.Name()] = t
+		}
+	}
+	return out
+}
+
+// Call runs the named tool. Whatever happens, the returned Result is fit to
+// show to the model: on error its Text explains the error (unknown tool and
+// the tools that exist, what was wrong with the arguments, the tool's own
+// error), capped and scrubbed of secrets, and err is non-nil.
+func (s *Set) Call(ctx context.Context, ws *Workspace, name string, args json.RawMessage) (Result, error) {
+	t, ok := s.byName[name]
+	if !ok {
+		err := fmt.Errorf("%w %q; the tools are: %s", ErrUnknownTool, name, strings.Join(s.Names(), ", "))
+		return s.finish(Result{Text: "error: " + err.Error(), Summary: "unknown tool"}, err), err
+	}
+	res, err := t.Call(ctx, ws, args)
+	if err != nil {
+		res.Text = "error: " + err.Error()
+		if res.Summary == "" {
+			res.Summary = firstLine(err.Error())
+		}
+		var ae *ArgsError
+		if errors.As(err, &ae) {
+			res.Text += "\nThe arguments schema is: " + string(t.Schema())
+		}
+	}
+	return s.finish(res, err), err
+}
+
+func (s *Set) finish(res Result, _ error) Result {
+	if s.redact != nil {
+		res.Text = s.redact.Replace(res.Text)
+		res.Summary = s.redact.Replace(res.Summary)
+	}
+	res.Text = Cap(res.Text, s.maxResult)
+	res.Summary = Cap(firstLine(res.Summary), 200)
+	return res
+}
+
+// Cap cuts s to at most max bytes on a UTF-8 boundary and, when it cut,
+// appends a note saying how much was left out.
+func Cap(s string, max int) string {
+	if max <= 0 || len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s\n[cut: %d of %d bytes not shown]", s[:cut], len(s)-cut, len(s))
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
