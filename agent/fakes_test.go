@@ -1,0 +1,98 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/tools"
+)
+
+// scriptModel answers from a script: each reply is used once, in order. A
+// reply func sees the request, so a test can check what the model was sent.
+type scriptModel struct {
+	mu      sync.Mutex
+	replies []func(*agent.Request) (*agent.Response, error)
+	calls   int
+	seen    [][]agent.Message
+}
+
+func (m *scriptModel) Complete(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen = append(m.seen, append([]agent.Message(nil), req.Messages...))
+	if m.calls >= len(m.replies) {
+		return nil, fmt.Errorf("script exhausted after %d calls", m.calls)
+	}
+	r := m.replies[m.calls]
+	m.calls++
+	return r(req)
+}
+
+func text(s string) func(*agent.Request) (*agent.Response, error) {
+	return func(req *agent.Request) (*agent.Response, error) {
+		if req.OnText != nil {
+			req.OnText(s)
+		}
+		return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, Content: s}, Usage: agent.Usage{PromptTokens: 10, CompletionTokens: 2}}, nil
+	}
+}
+
+func calls(cs ...agent.ToolCall) func(*agent.Request) (*agent.Response, error) {
+	return func(*agent.Request) (*agent.Response, error) {
+		return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: cs}}, nil
+	}
+}
+
+func call(id, name, args string) agent.ToolCall {
+	return agent.ToolCall{ID: id, Name: name, Args: json.RawMessage(args)}
+}
+
+// recorder is a Thread that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []agent.Event
+}
+
+func (r *recorder) Emit(_ context.Context, ev agent.Event) error {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recorder) all() []agent.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]agent.Event(nil), r.events...)
+}
+
+type echoArgs struct {
+	Text string `json:"text" jsonschema:"what to echo"`
+}
+
+type noArgs struct{}
+
+func testTools(t testing.TB) *tools.Set {
+	return tools.NewSet([]tools.Tool{
+		tools.New("echo", "echoes text", func(_ context.Context, _ *tools.Workspace, a echoArgs) (tools.Result, error) {
+			return tools.Result{Text: a.Text, Summary: "echoed"}, nil
+		}),
+		tools.New("fail", "always fails", func(context.Context, *tools.Workspace, noArgs) (tools.Result, error) {
+			return tools.Result{}, fmt.Errorf("disk on fire")
+		}),
+		tools.New("block", "waits until cancelled", func(ctx context.Context, _ *tools.Workspace, _ noArgs) (tools.Result, error) {
+			<-ctx.Done()
+			return tools.Result{}, ctx.Err()
+		}),
+		tools.New("noop", "does nothing", func(context.Context, *tools.Workspace, noArgs) (tools.Result, error) {
+			return tools.Result{Text: "ok", Summary: "ok"}, nil
+		}),
+	})
+}

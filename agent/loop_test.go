@@ -1,0 +1,247 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/firstmate/firstmate/agent"
+)
+
+func userMsg(s string) agent.Message { return agent.Message{Role: agent.RoleUser, Content: s} }
+
+func TestRunAnswersWithoutTools(t *testing.T) {
+	m := &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){text("hello")}}
+	rec := &recorder{}
+	l := &agent.Loop{Model: m}
+	out, err := l.Run(t.Context(), &agent.Turn{Input: userMsg("hi"), Tools: testTools(t), Thread: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Answer != "hello" || out.Steps != 1 || len(out.Messages) != 2 {
+		t.Fatalf("outcome = %+v", out)
+	}
+	if d, ok := rec.all()[0].(agent.TextDelta); !ok || d.Text != "hello" {
+		t.Fatalf("first event = %#v, want the streamed text", rec.all()[0])
+	}
+}
+
+func TestRunToolErrorsGoBackToModel(t *testing.T) {
+	m := &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){
+		calls(
+			call("a", "echo", `{"text":"one"}`),
+			call("b", "nope", `{}`),
+			call("c", "echo", `{"txt":"typo"}`),
+			call("d", "fail", `{}`),
+			call("e", "echo", `not json`),
+			call("f", "echo", `{"text":"two"}`),
+		),
+		text("done"),
+	}}
+	rec := &recorder{}
+	l := &agent.Loop{Model: m}
+	out, err := l.Run(t.Context(), &agent.Turn{Input: userMsg("go"), Tools: testTools(t), Thread: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.ValidateHistory(out.Messages); err != nil {
+		t.Fatal(err)
+	}
+	// input, assistant with 6 calls, 6 results in call order, answer
+	if len(out.Messages) != 9 {
+		t.Fatalf("got %d messages", len(out.Messages))
+	}
+	results := out.Messages[2:8]
+	want := []struct{ id, contains string }{
+		{"a", "one"},
+		{"b", "the tools are: block, echo, fail, noop"},
+		{"c", "txt"},
+		{"d", "disk on fire"},
+		{"e", "JSON"},
+		{"f", "two"},
+	}
+	for i, w := range want {
+		if results[i].ToolCallID != w.id || !strings.Contains(results[i].Content, w.contains) {
+			t.Errorf("result %d = %+v, want ID %s containing %q", i, results[i], w.id, w.contains)
+		}
+	}
+	// The model saw all six results before answering.
+	if got := len(m.seen[1]); got != 8 {
+		t.Errorf("second model call saw %d messages, want 8", got)
+	}
+	var finished int
+	for _, ev := range rec.all() {
+		if f, ok := ev.(agent.ToolFinished); ok {
+			finished++
+			if (f.CallID == "a" || f.CallID == "f") == f.Failed {
+				t.Errorf("ToolFinished %s Failed=%v", f.CallID, f.Failed)
+			}
+		}
+	}
+	if finished != 6 {
+		t.Errorf("%d ToolFinished events, want 6", finished)
+	}
+}
+
+func TestRunStepLimitAsksForAnswerWithoutTools(t *testing.T) {
+	var replies []func(*agent.Request) (*agent.Response, error)
+	for range 3 {
+		replies = append(replies, calls(call("", "noop", `{}`)))
+	}
+	var lastTools int
+	replies = append(replies, func(req *agent.Request) (*agent.Response, error) {
+		lastTools = len(req.Tools)
+		return &agent.Response{Message: agent.Message{Content: "summary", ToolCalls: []agent.ToolCall{call("x", "noop", "{}")}}}, nil
+	})
+	m := &scriptModel{replies: replies}
+	out, err := (&agent.Loop{Model: m, MaxSteps: 3}).Run(t.Context(), &agent.Turn{Input: userMsg("loop"), Tools: testTools(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Answer != "summary" || out.Steps != 4 || lastTools != 0 {
+		t.Fatalf("answer %q steps %d tools offered last %d", out.Answer, out.Steps, lastTools)
+	}
+	if err := agent.ValidateHistory(out.Messages); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunCancelStopsRunningTool(t *testing.T) {
+	m := &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){
+		calls(call("a", "block", `{}`), call("b", "echo", `{"text":"never"}`)),
+	}}
+	ctx, cancel := context.WithCancel(t.Context())
+	rec := &recorder{}
+	done := make(chan struct{})
+	var out *agent.Outcome
+	var err error
+	go func() {
+		out, err = (&agent.Loop{Model: m}).Run(ctx, &agent.Turn{Input: userMsg("x"), Tools: testTools(t), Thread: rec})
+		close(done)
+	}()
+	waitFor(t, func() bool {
+		for _, ev := range rec.all() {
+			if _, ok := ev.(agent.ToolStarted); ok {
+				return true
+			}
+		}
+		return false
+	})
+	cancel()
+	<-done
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want canceled", err)
+	}
+	if err := agent.ValidateHistory(out.Messages); err != nil {
+		t.Fatal(err)
+	}
+	if last := out.Messages[len(out.Messages)-1]; last.ToolCallID != "b" || !strings.Contains(last.Content, "not run") {
+		t.Fatalf("last message %+v", last)
+	}
+}
+
+func TestRunDeadline(t *testing.T) {
+	m := &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){calls(call("a", "block", `{}`))}}
+	_, err := (&agent.Loop{Model: m, Timeout: 50 * time.Millisecond}).Run(t.Context(), &agent.Turn{Input: userMsg("x"), Tools: testTools(t)})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRunModelErrorEndsTurn(t *testing.T) {
+	boom := &agent.ModelError{Status: 500, Attempts: 3, Err: errors.New("upstream")}
+	m := &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){
+		func(*agent.Request) (*agent.Response, error) { return nil, boom },
+	}}
+	out, err := (&agent.Loop{Model: m}).Run(t.Context(), &agent.Turn{Input: userMsg("x")})
+	if !errors.Is(err, agent.ErrModelUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+	if len(out.Messages) != 1 || out.Messages[0].Content != "x" {
+		t.Fatalf("messages = %+v; the input must be kept", out.Messages)
+	}
+}
+
+func TestRunPolicy(t *testing.T) {
+	var offered []string
+	m := &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){
+		func(req *agent.Request) (*agent.Response, error) {
+			for _, s := range req.Tools {
+				offered = append(offered, s.Name)
+			}
+			return calls(call("a", "echo", `{"text":"hi"}`), call("b", "fail", `{}`))(req)
+		},
+		text("ok"),
+	}}
+	mode := func(name string) agent.ToolMode {
+		switch name {
+		case "echo":
+			return agent.ToolAsk
+		case "fail":
+			return agent.ToolDeny
+		}
+		return agent.ToolAllow
+	}
+	out, err := (&agent.Loop{Model: m}).Run(t.Context(), &agent.Turn{Input: userMsg("x"), Tools: testTools(t), Mode: mode, Thread: &recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(offered, ",") != "block,echo,noop" {
+		t.Errorf("offered %v", offered)
+	}
+	if !strings.Contains(out.Messages[2].Content, "needs approval") {
+		t.Errorf("ask without an approver: %q", out.Messages[2].Content)
+	}
+	if !strings.Contains(out.Messages[3].Content, "unknown tool") {
+		t.Errorf("denied tool: %q", out.Messages[3].Content)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// BenchmarkTurnOneToolCall measures the loop's own overhead for a turn with
+// one tool call: an instant in-process model and a no-op tool.
+func BenchmarkTurnOneToolCall(b *testing.B) {
+	set := testTools(b)
+	toolReply := &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call("c1", "noop", `{}`)}}}
+	answer := &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, Content: "done"}}
+	m := instantModel{toolReply, answer}
+	l := &agent.Loop{Model: m}
+	th := discard{}
+	history := make([]agent.Message, 0, 50)
+	for i := range 25 {
+		history = append(history, userMsg("question "+string(rune('a'+i%26))), agent.Message{Role: agent.RoleAssistant, Content: "answer"})
+	}
+	turn := &agent.Turn{History: history, Input: userMsg("go"), Tools: set, Thread: th}
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := l.Run(context.Background(), turn)
+		if err != nil || out.Answer != "done" {
+			b.Fatal(err)
+		}
+	}
+}
+
+type instantModel [2]*agent.Response
+
+func (m instantModel) Complete(_ context.Context, req *agent.Request) (*agent.Response, error) {
+	if req.Messages[len(req.Messages)-1].Role == agent.RoleTool {
+		return m[1], nil
+	}
+	return m[0], nil
+}
+
+type discard struct{}
+
+func (discard) Emit(context.Context, agent.Event) error { return nil }
