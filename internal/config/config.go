@@ -1,0 +1,563 @@
+// Package config loads and validates firstmate's configuration.
+//
+// A value comes from, in rising order of precedence: the built-in defaults
+// ([Default]), one YAML file (the --config flag, else FIRSTMATE_CONFIG,
+// else none), and environment variables. deploy/firstmate.example.yaml
+// documents every key; the environment variables are:
+//
+//	OPENAI_API_KEY        llm.api_key
+//	OPENAI_BASE_URL       llm.base_url (http or https; normally ends in /v1)
+//	FIRSTMATE_MODEL       llm.model
+//	REDIS_URL             store.redis_url (redis:// or rediss://; unset: embedded store)
+//	FIRSTMATE_DATA_DIR    store.data_dir
+//	FIRSTMATE_HTTP_ADDR   http.addr
+//	FIRSTMATE_LOG_LEVEL   log.level (debug, info, warn, error)
+//	FIRSTMATE_LOG_FORMAT  log.format (text, json)
+//	FIRSTMATE_ADMINS      admins, comma-separated: "slack:U0123ABCD,telegram:123456789"
+//	SLACK_BOT_TOKEN       slack.bot_token (xoxb-…)
+//	SLACK_APP_TOKEN       slack.app_token (xapp-…; Socket Mode)
+//	SLACK_SIGNING_SECRET  slack.signing_secret (HTTP Events API)
+//	SLACK_API_URL         slack.api_url
+//	TELEGRAM_BOT_TOKEN    telegram.bot_token
+//	TELEGRAM_API_URL      telegram.api_url
+//
+// An environment variable that is set but empty (or only spaces) counts as
+// unset, the way compose files and Kubernetes manifests often pass them.
+// Values from the environment are trimmed of surrounding spaces.
+//
+// In the file, a secret may be written as a placeholder, "${NAME}", which is
+// replaced by the environment variable NAME; an unset NAME is an error.
+//
+// Every problem is a [*Problem] naming the YAML key (with file and line) or
+// the environment variable it came from, and saying how to fix it. [Load]
+// and [Config.Validate] report all problems at once, joined.
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/firstmate/firstmate/agent"
+	"go.yaml.in/yaml/v3"
+)
+
+// EnvConfig names the config file when the caller gives no path.
+const EnvConfig = "FIRSTMATE_CONFIG"
+
+// Config is firstmate's whole configuration: a plain tree of structs whose
+// yaml tags are the keys of the config file.
+type Config struct {
+	LLM      LLM      `yaml:"llm" json:"llm"`
+	Agent    Agent    `yaml:"agent" json:"agent"`
+	Store    Store    `yaml:"store" json:"store"`
+	HTTP     HTTP     `yaml:"http" json:"http"`
+	Log      Log      `yaml:"log" json:"log"`
+	Tools    Tools    `yaml:"tools" json:"tools"`
+	Admins   []Admin  `yaml:"admins" json:"admins"`
+	Slack    Slack    `yaml:"slack" json:"slack"`
+	Telegram Telegram `yaml:"telegram" json:"telegram"`
+
+	// where values came from, for messages; nil for a Config built in code.
+	// A pointer so that %v prints an address, not the maps.
+	meta *meta
+}
+
+// LLM is the OpenAI-compatible chat-completions endpoint.
+type LLM struct {
+	BaseURL string `yaml:"base_url" json:"base_url"` // ends in /v1 for most servers; trailing slashes are dropped
+	APIKey  Secret `yaml:"api_key" json:"api_key"`
+	Model   string `yaml:"model" json:"model"`
+	// ToolProtocol is how tools reach the model: "native" tool calls, or
+	// "text" ([TOOL] blocks in plain text) for models or servers without them.
+	ToolProtocol ToolProtocol  `yaml:"tool_protocol" json:"tool_protocol"`
+	MaxRetries   int           `yaml:"max_retries" json:"max_retries"` // retries after a failed call; 0 = none
+	Timeout      time.Duration `yaml:"timeout" json:"timeout"`         // one model call, streaming included
+	Temperature  *float64      `yaml:"temperature" json:"temperature"` // nil: the server's default
+	MaxTokens    int           `yaml:"max_tokens" json:"max_tokens"`   // per answer; 0: the server's default
+	// ContextTokens is the token budget for the history sent to the model;
+	// older turns are dropped to fit. 0: no budget, only Agent.HistoryTurns.
+	ContextTokens int `yaml:"context_tokens" json:"context_tokens"`
+}
+
+// ToolProtocol is how tool calls are exchanged with the model.
+type ToolProtocol string
+
+const (
+	ProtocolNative ToolProtocol = "native" // the API's tool calls
+	ProtocolText   ToolProtocol = "text"   // [TOOL] blocks in the text
+)
+
+// Agent bounds the agent loop.
+type Agent struct {
+	SystemPrompt string        `yaml:"system_prompt" json:"system_prompt"` // empty: the built-in prompt
+	MaxSteps     int           `yaml:"max_steps" json:"max_steps"`         // model calls per turn
+	TurnTimeout  time.Duration `yaml:"turn_timeout" json:"turn_timeout"`   // wall time per turn
+	Workers      int           `yaml:"workers" json:"workers"`             // turns run at once by this process
+	HistoryTurns int           `yaml:"history_turns" json:"history_turns"` // whole turns kept per session
+}
+
+// Store is where state lives.
+type Store struct {
+	// RedisURL selects the Redis store (redis:// or rediss://); empty
+	// selects the embedded store in DataDir. A Secret: it may hold a password.
+	RedisURL Secret `yaml:"redis_url" json:"redis_url"`
+	// DataDir holds the embedded store and the channels' workspaces.
+	// A leading "~/" is the home directory.
+	DataDir string `yaml:"data_dir" json:"data_dir"`
+}
+
+// HTTP is the server for health checks, metrics, Slack HTTP events and
+// Telegram webhooks.
+type HTTP struct {
+	// Addr is host:port. The default, 127.0.0.1:8080, reaches only this
+	// machine; in a container or behind a proxy on another host set
+	// ":8080" to listen on every interface.
+	Addr string `yaml:"addr" json:"addr"`
+}
+
+// Log configures the process log.
+type Log struct {
+	Level  string `yaml:"level" json:"level"`   // debug, info, warn, error
+	Format string `yaml:"format" json:"format"` // text, json
+}
+
+// Tools is the default tool policy of every channel; admins override it
+// per channel. A tool listed nowhere gets Default.
+type Tools struct {
+	Default agent.ToolMode `yaml:"default" json:"default"`
+	Allow   []string       `yaml:"allow" json:"allow"`
+	Ask     []string       `yaml:"ask" json:"ask"`
+	Deny    []string       `yaml:"deny" json:"deny"`
+}
+
+// Slack connects to one Slack app. It is enabled when BotToken is set,
+// with Socket Mode when AppToken is set, else the HTTP Events API, which
+// needs SigningSecret.
+type Slack struct {
+	BotToken      Secret `yaml:"bot_token" json:"bot_token"`
+	AppToken      Secret `yaml:"app_token" json:"app_token"`
+	SigningSecret Secret `yaml:"signing_secret" json:"signing_secret"`
+	APIURL        string `yaml:"api_url" json:"api_url"` // the Web API base, with its trailing slash
+}
+
+// Telegram connects to one Telegram bot. It is enabled when BotToken is set.
+type Telegram struct {
+	BotToken Secret `yaml:"bot_token" json:"bot_token"`
+	APIURL   string `yaml:"api_url" json:"api_url"` // the Bot API base, without /bot<token>
+}
+
+// Defaults that other packages and the docs refer to.
+const (
+	DefaultBaseURL     = "https://api.openai.com/v1"
+	DefaultHTTPAddr    = "127.0.0.1:8080"
+	DefaultSlackAPI    = "https://slack.com/api/"
+	DefaultTelegramAPI = "https://api.telegram.org"
+)
+
+// Default returns the built-in configuration. Store.DataDir is left empty:
+// [Load] derives it from the environment when nothing sets it.
+func Default() *Config {
+	return &Config{
+		LLM: LLM{
+			BaseURL:      DefaultBaseURL,
+			ToolProtocol: ProtocolNative,
+			MaxRetries:   3,
+			Timeout:      5 * time.Minute,
+		},
+		Agent: Agent{
+			MaxSteps:     20,
+			TurnTimeout:  10 * time.Minute,
+			Workers:      8,
+			HistoryTurns: agent.DefaultRetention.MaxTurns,
+		},
+		HTTP:     HTTP{Addr: DefaultHTTPAddr},
+		Log:      Log{Level: "info", Format: "text"},
+		Tools:    Tools{Default: agent.ToolAsk},
+		Slack:    Slack{APIURL: DefaultSlackAPI},
+		Telegram: Telegram{APIURL: DefaultTelegramAPI},
+	}
+}
+
+// meta records where values came from.
+type meta struct {
+	file     string            // the config file, if any
+	fileFrom string            // EnvConfig when the path came from there
+	fileMode fs.FileMode       // its permissions
+	lines    map[string]int    // yaml path -> line in file
+	env      map[string]string // yaml path -> environment variable that set it
+	literal  []string          // secret keys written literally in the file
+}
+
+// Problem is one thing wrong with the configuration.
+type Problem struct {
+	// Key is the YAML path ("llm.tool_protocol", "admins[2]") or, when the
+	// value came from the environment, the variable ("OPENAI_BASE_URL").
+	Key  string
+	File string // the config file, when the value came from it
+	Line int    // the line in File, when known
+	Msg  string // what is wrong and how to fix it
+}
+
+func (p *Problem) Error() string {
+	var b strings.Builder
+	if p.File != "" {
+		b.WriteString(p.File)
+		if p.Line > 0 {
+			fmt.Fprintf(&b, ":%d", p.Line)
+		}
+		b.WriteString(": ")
+	}
+	if p.Key != "" {
+		b.WriteString(p.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// Load builds the configuration from the defaults, the YAML file at path
+// (if path is empty, the file named by FIRSTMATE_CONFIG, if any) and the
+// environment, read through env (os.LookupEnv in production), then
+// validates it.
+//
+// It returns an error without a Config when the file cannot be read or is
+// not YAML. Otherwise every problem found (unknown keys, bad values,
+// placeholders, environment variables, validation) is returned at once,
+// joined, together with the Config as loaded, so that a command like
+// doctor can show both; callers that run the bot must stop on any error.
+func Load(path string, env func(string) (string, bool)) (*Config, error) {
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	c := Default()
+	c.meta = &meta{lines: map[string]int{}, env: map[string]string{}}
+	var probs []error
+	if path == "" {
+		if p, ok := lookup(env, EnvConfig); ok {
+			path, c.meta.fileFrom = p, EnvConfig
+		}
+	}
+	if path != "" {
+		ps, err := c.loadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		probs = append(probs, ps...)
+		probs = append(probs, c.expandPlaceholders(env)...)
+	}
+	probs = append(probs, c.applyEnv(env)...)
+	c.normalize(env)
+	probs = append(probs, c.problems()...)
+	sortProblems(probs)
+	return c, errors.Join(probs...)
+}
+
+// sortProblems puts the file's problems first, in line order, then the
+// environment's, each group otherwise in the order found.
+func sortProblems(probs []error) {
+	slices.SortStableFunc(probs, func(a, b error) int {
+		pa, _ := a.(*Problem)
+		pb, _ := b.(*Problem)
+		return cmp.Compare(problemRank(pa), problemRank(pb))
+	})
+}
+
+func problemRank(p *Problem) int {
+	switch {
+	case p == nil || p.File == "":
+		return math.MaxInt
+	case p.Line == 0:
+		return 0
+	}
+	return p.Line
+}
+
+// lookup reads an environment variable; empty or blank counts as unset.
+func lookup(env func(string) (string, bool), name string) (string, bool) {
+	v, ok := env(name)
+	v = strings.TrimSpace(v)
+	return v, ok && v != ""
+}
+
+func (c *Config) loadFile(path string) ([]error, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if c.meta.fileFrom != "" {
+			return nil, fmt.Errorf("config file from %s: %w", c.meta.fileFrom, err)
+		}
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	c.meta.file = path
+	if fi, err := os.Stat(path); err == nil {
+		c.meta.fileMode = fi.Mode().Perm()
+	}
+
+	// First the document as a node tree: for line numbers, and for
+	// messages that name the key and list the known ones.
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	switch err := dec.Decode(&doc); {
+	case errors.Is(err, io.EOF):
+		return nil, nil // an empty file: the defaults
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var probs []error
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		line := extra.Line
+		probs = append(probs, &Problem{File: path, Line: line,
+			Msg: "more than one YAML document (a second ---); keep one"})
+	}
+	chk := fileCheck{file: path, lines: c.meta.lines}
+	if len(doc.Content) > 0 {
+		chk.walk(doc.Content[0], configType, "")
+	}
+	probs = append(probs, chk.probs...)
+
+	// Then the real decode, strict about keys. It goes on past bad values,
+	// so the rest of the file still counts for validation.
+	dec = yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && len(chk.probs) == 0 {
+		// The walk should have found whatever the decoder did; this is
+		// the decoder's own word for anything it did not.
+		probs = append(probs, &Problem{File: path, Msg: err.Error()})
+	}
+	for _, s := range c.secretFields() {
+		if *s.val != "" && !placeholder.MatchString(string(*s.val)) {
+			c.meta.literal = append(c.meta.literal, s.key)
+		}
+	}
+	return probs, nil
+}
+
+var placeholder = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+
+// expandPlaceholders replaces secrets written as "${NAME}" by $NAME.
+func (c *Config) expandPlaceholders(env func(string) (string, bool)) []error {
+	var probs []error
+	for _, s := range c.secretFields() {
+		m := placeholder.FindStringSubmatch(string(*s.val))
+		if m == nil {
+			continue
+		}
+		v, ok := lookup(env, m[1])
+		if !ok {
+			*s.val = ""
+			probs = append(probs, c.problem(s.key, "%s is not set in the environment; set it, or remove the key", m[0]))
+			continue
+		}
+		*s.val = Secret(v)
+	}
+	return probs
+}
+
+type envVar struct {
+	name string
+	key  string // the yaml path it overrides
+	set  func(c *Config, v string) []error
+}
+
+var envVars = []envVar{
+	{"OPENAI_API_KEY", "llm.api_key", func(c *Config, v string) []error { c.LLM.APIKey = Secret(v); return nil }},
+	{"OPENAI_BASE_URL", "llm.base_url", func(c *Config, v string) []error { c.LLM.BaseURL = v; return nil }},
+	{"FIRSTMATE_MODEL", "llm.model", func(c *Config, v string) []error { c.LLM.Model = v; return nil }},
+	{"REDIS_URL", "store.redis_url", func(c *Config, v string) []error { c.Store.RedisURL = Secret(v); return nil }},
+	{"FIRSTMATE_DATA_DIR", "store.data_dir", func(c *Config, v string) []error { c.Store.DataDir = v; return nil }},
+	{"FIRSTMATE_HTTP_ADDR", "http.addr", func(c *Config, v string) []error { c.HTTP.Addr = v; return nil }},
+	{"FIRSTMATE_LOG_LEVEL", "log.level", func(c *Config, v string) []error { c.Log.Level = v; return nil }},
+	{"FIRSTMATE_LOG_FORMAT", "log.format", func(c *Config, v string) []error { c.Log.Format = v; return nil }},
+	{"FIRSTMATE_ADMINS", "admins", func(c *Config, v string) []error {
+		admins, errs := parseAdminList(v)
+		c.Admins = admins
+		return errs
+	}},
+	{"SLACK_BOT_TOKEN", "slack.bot_token", func(c *Config, v string) []error { c.Slack.BotToken = Secret(v); return nil }},
+	{"SLACK_APP_TOKEN", "slack.app_token", func(c *Config, v string) []error { c.Slack.AppToken = Secret(v); return nil }},
+	{"SLACK_SIGNING_SECRET", "slack.signing_secret", func(c *Config, v string) []error { c.Slack.SigningSecret = Secret(v); return nil }},
+	{"SLACK_API_URL", "slack.api_url", func(c *Config, v string) []error { c.Slack.APIURL = v; return nil }},
+	{"TELEGRAM_BOT_TOKEN", "telegram.bot_token", func(c *Config, v string) []error { c.Telegram.BotToken = Secret(v); return nil }},
+	{"TELEGRAM_API_URL", "telegram.api_url", func(c *Config, v string) []error { c.Telegram.APIURL = v; return nil }},
+}
+
+// EnvVar returns the environment variable that overrides the YAML key,
+// or "" if none does.
+func EnvVar(key string) string {
+	for _, e := range envVars {
+		if e.key == key {
+			return e.name
+		}
+	}
+	return ""
+}
+
+func (c *Config) applyEnv(env func(string) (string, bool)) []error {
+	var probs []error
+	for _, e := range envVars {
+		v, ok := lookup(env, e.name)
+		if !ok {
+			continue
+		}
+		c.meta.env[e.key] = e.name
+		for _, err := range e.set(c, v) {
+			probs = append(probs, &Problem{Key: e.name, Msg: err.Error()})
+		}
+	}
+	return probs
+}
+
+// normalize forgives what has one obvious meaning and fills the data
+// directory's default.
+func (c *Config) normalize(env func(string) (string, bool)) {
+	if u := strings.TrimRight(c.LLM.BaseURL, "/"); u != "" {
+		c.LLM.BaseURL = u
+	}
+	c.Log.Level = strings.ToLower(c.Log.Level)
+	c.Log.Format = strings.ToLower(c.Log.Format)
+	home, _ := lookup(env, "HOME")
+	if d := c.Store.DataDir; home != "" && (d == "~" || strings.HasPrefix(d, "~/")) {
+		c.Store.DataDir = filepath.Join(home, d[1:])
+	}
+	if c.Store.DataDir == "" {
+		c.Store.DataDir = defaultDataDir(env)
+	}
+	if c.Store.DataDir != "" {
+		c.Store.DataDir = filepath.Clean(c.Store.DataDir)
+	}
+}
+
+// geteuid is a variable for tests.
+var geteuid = os.Geteuid
+
+// defaultDataDir follows the XDG base directory spec, with a system
+// directory for a root service that has no home (a systemd unit, a bare
+// container). It returns "" when there is no sensible default.
+func defaultDataDir(env func(string) (string, bool)) string {
+	if x, ok := lookup(env, "XDG_DATA_HOME"); ok && filepath.IsAbs(x) {
+		return filepath.Join(x, "firstmate")
+	}
+	if h, ok := lookup(env, "HOME"); ok {
+		return filepath.Join(h, ".local", "share", "firstmate")
+	}
+	if geteuid() == 0 {
+		return "/var/lib/firstmate"
+	}
+	return ""
+}
+
+// problem makes a Problem for the value at the YAML path key, named by
+// the environment variable that set it, or by the key with the file and
+// line it came from.
+func (c *Config) problem(key, format string, args ...any) *Problem {
+	p := &Problem{Key: key, Msg: fmt.Sprintf(format, args...)}
+	if c.meta == nil {
+		return p
+	}
+	if name, ok := c.meta.env[key]; ok {
+		p.Key = name
+		return p
+	}
+	// admins[2] came from FIRSTMATE_ADMINS if admins did.
+	if base, _, ok := strings.Cut(key, "["); ok {
+		if name, ok := c.meta.env[base]; ok {
+			p.Key = name
+			return p
+		}
+	}
+	if line, ok := c.meta.lines[key]; ok {
+		p.File, p.Line = c.meta.file, line
+	}
+	return p
+}
+
+// name is how messages refer to a key: the environment variable that set
+// it, or else the key with its variable as the other way to set it.
+func (c *Config) name(key string) string {
+	if c.meta != nil {
+		if name, ok := c.meta.env[key]; ok {
+			return name
+		}
+	}
+	if e := EnvVar(key); e != "" {
+		return e + " (or " + key + ")"
+	}
+	return key
+}
+
+type secretField struct {
+	key string
+	val *Secret
+}
+
+// secretFields lists every Secret in the tree. A test checks it against
+// the struct, so a new Secret field cannot be forgotten here.
+func (c *Config) secretFields() []secretField {
+	return []secretField{
+		{"llm.api_key", &c.LLM.APIKey},
+		{"store.redis_url", &c.Store.RedisURL},
+		{"slack.bot_token", &c.Slack.BotToken},
+		{"slack.app_token", &c.Slack.AppToken},
+		{"slack.signing_secret", &c.Slack.SigningSecret},
+		{"telegram.bot_token", &c.Telegram.BotToken},
+	}
+}
+
+// SlogLevel returns the level for slog; Info for anything unknown
+// (Validate reports those).
+func (l Log) SlogLevel() slog.Level {
+	switch strings.ToLower(l.Level) {
+	case "debug":
+		return slog.LevelDebug
+	case "warn", "warning":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+// Retention is what a store keeps, per this configuration.
+func (c *Config) Retention() agent.Retention {
+	return agent.Retention{MaxTurns: c.Agent.HistoryTurns}.WithDefaults()
+}
+
+// IsAdmin reports whether the user is listed in admins.
+func (c *Config) IsAdmin(platform, userID string) bool {
+	for _, a := range c.Admins {
+		if a.Platform == platform && a.ID == userID {
+			return true
+		}
+	}
+	return false
+}
+
+// Enabled reports whether Slack is configured.
+func (s Slack) Enabled() bool { return s.BotToken != "" }
+
+// SocketMode reports whether Slack events arrive over Socket Mode rather
+// than HTTP.
+func (s Slack) SocketMode() bool { return s.AppToken != "" }
+
+// Enabled reports whether Telegram is configured.
+func (t Telegram) Enabled() bool { return t.BotToken != "" }
+
+// File returns the config file that was loaded, or "".
+func (c *Config) File() string {
+	if c.meta == nil {
+		return ""
+	}
+	return c.meta.file
+}

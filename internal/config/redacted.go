@@ -1,0 +1,133 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Redacted returns the effective configuration as YAML, for doctor: the
+// same keys as the config file, secrets shown as "[redacted]" when set and
+// "" when not, the Redis URL with only its password masked, and a comment
+// on each value that came from the environment.
+func (c *Config) Redacted() string {
+	var root yaml.Node
+	if err := root.Encode(c); err != nil {
+		return fmt.Sprintf("# cannot show the configuration: %v\n", err)
+	}
+	if v := lookupNode(&root, "store", "redis_url"); v != nil && c.Store.RedisURL != "" {
+		v.Value = redactURL(c.Store.RedisURL.Reveal())
+	}
+	if c.meta != nil {
+		for key, name := range c.meta.env {
+			if k := lookupKeyNode(&root, key); k != nil {
+				k.LineComment = "from " + name
+			}
+		}
+	}
+	var b bytes.Buffer
+	b.WriteString("# effective configuration")
+	if f := c.File(); f != "" {
+		fmt.Fprintf(&b, " (file %s", f)
+		if c.meta.fileFrom != "" {
+			fmt.Fprintf(&b, ", named by %s", c.meta.fileFrom)
+		}
+		b.WriteString(")")
+	}
+	b.WriteString("; secrets redacted\n")
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&root); err != nil {
+		return fmt.Sprintf("# cannot show the configuration: %v\n", err)
+	}
+	enc.Close()
+	return b.String()
+}
+
+// redactURL masks a URL's password; it masks the whole URL if it does not
+// parse, since then the password cannot be told apart.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return redactedText
+	}
+	return u.Redacted()
+}
+
+// lookupNode returns the value node at the keys in a mapping tree.
+func lookupNode(n *yaml.Node, keys ...string) *yaml.Node {
+	if k := lookupKey(n, keys...); k != nil {
+		return k.value
+	}
+	return nil
+}
+
+// lookupKeyNode returns the key node of a dotted path ("llm.api_key").
+func lookupKeyNode(n *yaml.Node, path string) *yaml.Node {
+	if k := lookupKey(n, strings.Split(path, ".")...); k != nil {
+		return k.key
+	}
+	return nil
+}
+
+type keyValue struct{ key, value *yaml.Node }
+
+func lookupKey(n *yaml.Node, keys ...string) *keyValue {
+	var found *keyValue
+	for _, k := range keys {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		found = nil
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				found = &keyValue{n.Content[i], n.Content[i+1]}
+				break
+			}
+		}
+		if found == nil {
+			return nil
+		}
+		n = found.value
+	}
+	return found
+}
+
+// Secrets returns every secret value that is set, and the password inside
+// the Redis URL, longest first, without repeats: what to scrub from text
+// that leaves the process (tool output shown to the model or a channel).
+// Replace longer values first so that a secret that contains another is
+// scrubbed whole.
+func (c *Config) Secrets() []string {
+	var out []string
+	for _, s := range c.secretFields() {
+		v := s.val.Reveal()
+		if v == "" {
+			continue
+		}
+		out = append(out, v)
+		if u, err := url.Parse(v); err == nil && u.User != nil {
+			if p, ok := u.User.Password(); ok && p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	// Validate refuses passwords in these URLs, but a Config that was not
+	// validated must not leak them either.
+	for _, s := range []string{c.LLM.BaseURL, c.Slack.APIURL, c.Telegram.APIURL} {
+		if u, err := url.Parse(s); err == nil && u.User != nil {
+			if p, ok := u.User.Password(); ok && p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(b), len(a)), cmp.Compare(a, b))
+	})
+	return slices.Compact(out)
+}

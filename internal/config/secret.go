@@ -1,0 +1,49 @@
+package config
+
+import (
+	"encoding/json"
+	"log/slog"
+)
+
+const redactedText = "[redacted]"
+
+// Secret is a configuration value that must not leak: an API key, a bot
+// token, a signing secret, a URL with a password in it. Every way of
+// printing or encoding it (fmt verbs, JSON, YAML, text, slog) yields
+// "[redacted]", or "" when it is empty, so a config can be logged whole.
+// Code that needs the value calls [Secret.Reveal].
+//
+// Decoding is not affected: a Secret reads from YAML, JSON and the
+// environment like a plain string.
+type Secret string
+
+// Reveal returns the secret's value.
+func (s Secret) Reveal() string { return string(s) }
+
+// String returns "[redacted]", or "" when s is empty.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return redactedText
+}
+
+// GoString serves %#v: [redacted], or "" when s is empty.
+func (s Secret) GoString() string {
+	if s == "" {
+		return `""`
+	}
+	return redactedText
+}
+
+// MarshalText implements [encoding.TextMarshaler] with the redacted form.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// MarshalJSON encodes the redacted form as a JSON string.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// MarshalYAML encodes the redacted form.
+func (s Secret) MarshalYAML() (any, error) { return s.String(), nil }
+
+// LogValue implements [slog.LogValuer] with the redacted form.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }

@@ -1,0 +1,352 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/firstmate/firstmate/agent"
+)
+
+// Validate reports every invalid value, joined; nil if there is none. An
+// empty model is not a problem here: commands that talk to the model also
+// call [Config.RequireLLM]. [Load] calls Validate itself; call it again
+// after changing a Config in code.
+func (c *Config) Validate() error { return errors.Join(c.problems()...) }
+
+func (c *Config) problems() []error {
+	var v validator
+	v.c = c
+	v.llm()
+	v.agent()
+	v.store()
+	v.httpAndLog()
+	v.tools()
+	v.admins()
+	v.slack()
+	v.telegram()
+	for _, s := range c.secretFields() {
+		if strings.ContainsAny(string(*s.val), " \t\r\n") {
+			v.add(s.key, "contains spaces or a line break; check for a stray newline when it was copied")
+		}
+	}
+	return v.probs
+}
+
+type validator struct {
+	c     *Config
+	probs []error
+}
+
+func (v *validator) add(key, format string, args ...any) {
+	v.probs = append(v.probs, v.c.problem(key, format, args...))
+}
+
+func (v *validator) oneOf(key, val string, allowed ...string) {
+	if !slices.Contains(allowed, val) {
+		v.add(key, "%q is not one of %s", val, strings.Join(allowed, ", "))
+	}
+}
+
+func (v *validator) atLeast(key string, val, least int) {
+	if val < least {
+		v.add(key, "%d is too small; use %d or more", val, least)
+	}
+}
+
+func (v *validator) llm() {
+	l := &v.c.LLM
+	if l.BaseURL != "" {
+		if u, msg := checkHTTPURL(l.BaseURL, true); msg != "" {
+			v.add("llm.base_url", "%s", msg)
+		} else if u.User != nil {
+			v.add("llm.base_url", "%q holds a user or password; put the key in %s instead", u.Redacted(), v.c.name("llm.api_key"))
+		}
+	}
+	v.oneOf("llm.tool_protocol", string(l.ToolProtocol), string(ProtocolNative), string(ProtocolText))
+	v.atLeast("llm.max_retries", l.MaxRetries, 0)
+	if l.Timeout <= 0 {
+		v.add("llm.timeout", "%v must be positive, such as 5m", l.Timeout)
+	}
+	if t := l.Temperature; t != nil && (*t < 0 || *t > 2) {
+		v.add("llm.temperature", "%v is out of range; use 0 to 2, or leave it out for the server's default", *t)
+	}
+	v.atLeast("llm.max_tokens", l.MaxTokens, 0)
+	v.atLeast("llm.context_tokens", l.ContextTokens, 0)
+}
+
+func (v *validator) agent() {
+	a := &v.c.Agent
+	v.atLeast("agent.max_steps", a.MaxSteps, 1)
+	if a.TurnTimeout <= 0 {
+		v.add("agent.turn_timeout", "%v must be positive, such as 10m", a.TurnTimeout)
+	}
+	v.atLeast("agent.workers", a.Workers, 1)
+	v.atLeast("agent.history_turns", a.HistoryTurns, 1)
+}
+
+func (v *validator) store() {
+	s := &v.c.Store
+	if s.RedisURL != "" {
+		if msg := checkRedisURL(s.RedisURL.Reveal()); msg != "" {
+			v.add("store.redis_url", "%s", msg)
+		}
+	}
+	if s.DataDir == "" {
+		v.add("store.data_dir", "not set, and there is no default without HOME or XDG_DATA_HOME; set %s", v.c.name("store.data_dir"))
+	}
+}
+
+func (v *validator) httpAndLog() {
+	if msg := checkAddr(v.c.HTTP.Addr); msg != "" {
+		v.add("http.addr", "%s", msg)
+	}
+	level := v.c.Log.Level
+	if level == "warning" {
+		v.add("log.level", `"warning" is spelled "warn" here`)
+	} else {
+		v.oneOf("log.level", level, "debug", "info", "warn", "error")
+	}
+	v.oneOf("log.format", v.c.Log.Format, "text", "json")
+}
+
+func (v *validator) tools() {
+	t := &v.c.Tools
+	v.oneOf("tools.default", string(t.Default), modes...)
+	where := map[string]string{} // tool -> the first key listing it
+	for _, l := range t.lists() {
+		for i, name := range l.names {
+			key := fmt.Sprintf("tools.%s[%d]", l.mode, i)
+			if strings.TrimSpace(name) == "" {
+				v.add(key, "empty tool name; remove it")
+				continue
+			}
+			if first, ok := where[name]; ok {
+				v.add(key, "%q is also in %s; list each tool once", name, first)
+				continue
+			}
+			where[name] = key
+		}
+	}
+}
+
+var modes = []string{string(agent.ToolAllow), string(agent.ToolAsk), string(agent.ToolDeny)}
+
+type toolList struct {
+	mode  agent.ToolMode
+	names []string
+}
+
+func (t *Tools) lists() []toolList {
+	return []toolList{{agent.ToolAllow, t.Allow}, {agent.ToolAsk, t.Ask}, {agent.ToolDeny, t.Deny}}
+}
+
+func (v *validator) admins() {
+	for i, a := range v.c.Admins {
+		if err := a.check(a.String()); err != nil {
+			v.add(fmt.Sprintf("admins[%d]", i), "%v", err)
+		}
+	}
+}
+
+func (v *validator) slack() {
+	s := &v.c.Slack
+	if bot := s.BotToken.Reveal(); bot != "" && !strings.HasPrefix(bot, "xoxb-") {
+		switch {
+		case strings.HasPrefix(bot, "xapp-"):
+			v.add("slack.bot_token", "this is an app-level token (xapp-); it belongs in %s, and the bot token starts with xoxb-", v.c.name("slack.app_token"))
+		case strings.HasPrefix(bot, "xoxp-"):
+			v.add("slack.bot_token", `this is a user token (xoxp-); use the "Bot User OAuth Token" (xoxb-) from the app's OAuth & Permissions page`)
+		default:
+			v.add("slack.bot_token", `does not start with xoxb-; use the "Bot User OAuth Token" from the app's OAuth & Permissions page`)
+		}
+	}
+	if app := s.AppToken.Reveal(); app != "" && !strings.HasPrefix(app, "xapp-") {
+		if strings.HasPrefix(app, "xoxb-") {
+			v.add("slack.app_token", "this is a bot token (xoxb-); it belongs in %s, and the app-level token starts with xapp-", v.c.name("slack.bot_token"))
+		} else {
+			v.add("slack.app_token", `does not start with xapp-; create an app-level token with the connections:write scope under the app's Basic Information`)
+		}
+	}
+	switch {
+	case s.BotToken == "" && s.AppToken != "":
+		v.add("slack.bot_token", "not set, but %s is; Slack needs the bot token (xoxb-) too: set %s", v.c.name("slack.app_token"), v.c.name("slack.bot_token"))
+	case s.BotToken == "" && s.SigningSecret != "":
+		v.add("slack.bot_token", "not set, but %s is; Slack needs the bot token (xoxb-) too: set %s", v.c.name("slack.signing_secret"), v.c.name("slack.bot_token"))
+	case s.BotToken != "" && s.AppToken == "" && s.SigningSecret == "":
+		v.add("slack.bot_token", "set, but Slack events have no way in: set %s for Socket Mode, or %s for the HTTP Events API",
+			v.c.name("slack.app_token"), v.c.name("slack.signing_secret"))
+	}
+	if s.APIURL == "" {
+		v.add("slack.api_url", "empty; leave the key out for %s", DefaultSlackAPI)
+	} else if _, msg := checkHTTPURL(s.APIURL, false); msg != "" {
+		v.add("slack.api_url", "%s", msg)
+	}
+}
+
+var telegramToken = regexp.MustCompile(`^[0-9]+:[A-Za-z0-9_-]+$`)
+
+func (v *validator) telegram() {
+	t := &v.c.Telegram
+	if tok := t.BotToken.Reveal(); tok != "" && !telegramToken.MatchString(tok) {
+		v.add("telegram.bot_token", `is not a bot token; @BotFather gives one like "123456789:AAE…"`)
+	}
+	if t.APIURL == "" {
+		v.add("telegram.api_url", "empty; leave the key out for %s", DefaultTelegramAPI)
+	} else if _, msg := checkHTTPURL(t.APIURL, false); msg != "" {
+		v.add("telegram.api_url", "%s", msg)
+	}
+}
+
+// checkHTTPURL returns the parsed URL, or a message saying what is wrong
+// and how to write it. suggestV1 adds /v1 to the suggestion for a value
+// without a scheme (an OpenAI-compatible base URL).
+func checkHTTPURL(s string, suggestV1 bool) (*url.URL, string) {
+	if !strings.Contains(s, "://") {
+		fix := "http://" + strings.TrimRight(s, "/")
+		if suggestV1 && !strings.HasSuffix(fix, "/v1") {
+			fix += "/v1"
+		}
+		return nil, fmt.Sprintf("%q has no scheme; use %s", s, fix)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		// url's error quotes the whole URL, which may hold a password.
+		return nil, "is not a valid URL; write it like https://host/path"
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Sprintf("%q: the scheme must be http or https", u.Redacted())
+	}
+	if u.Host == "" {
+		return nil, fmt.Sprintf("%q has no host; write it like https://host/path", u.Redacted())
+	}
+	return u, ""
+}
+
+// checkRedisURL never quotes the URL whole: it may hold a password.
+func checkRedisURL(s string) string {
+	if !strings.Contains(s, "://") {
+		if strings.Contains(s, "@") {
+			return "has no scheme; write it like redis://:password@host:6379/0"
+		}
+		return fmt.Sprintf("%q has no scheme; use redis://%s (or rediss:// for TLS)", s, s)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "is not a valid URL; write it like redis://:password@host:6379/0"
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return fmt.Sprintf("%q: the scheme must be redis, or rediss for TLS", u.Redacted())
+	}
+	if u.Host == "" {
+		return fmt.Sprintf("%q has no host; write it like redis://host:6379/0", u.Redacted())
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		if n, err := strconv.Atoi(db); err != nil || n < 0 {
+			return fmt.Sprintf("%q: the path must be a database number, like /0", u.Redacted())
+		}
+	}
+	return ""
+}
+
+func checkAddr(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		if _, err := strconv.Atoi(addr); err == nil {
+			return fmt.Sprintf("%q is not host:port; use \":%s\" for every interface or \"127.0.0.1:%s\" for this machine only", addr, addr, addr)
+		}
+		return fmt.Sprintf("%q is not host:port; write it like 127.0.0.1:8080 or :8080", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("%q: the port must be a number from 0 to 65535", addr)
+	}
+	return ""
+}
+
+// RequireLLM reports what is missing to call the model; commands that talk
+// to it (serve, chat) call it after Load.
+func (c *Config) RequireLLM() error {
+	var probs []error
+	if strings.TrimSpace(c.LLM.Model) == "" {
+		probs = append(probs, c.problem("llm.model",
+			"no model is set; set FIRSTMATE_MODEL (or llm.model) to the model's name, and OPENAI_BASE_URL (or llm.base_url) to the server unless it is api.openai.com, e.g. http://localhost:11434/v1"))
+	}
+	if c.LLM.BaseURL == "" {
+		probs = append(probs, c.problem("llm.base_url",
+			"no server is set; set OPENAI_BASE_URL (or llm.base_url), e.g. http://localhost:11434/v1"))
+	} else if u, err := url.Parse(c.LLM.BaseURL); err == nil && u.Hostname() == "api.openai.com" && c.LLM.APIKey == "" {
+		probs = append(probs, c.problem("llm.api_key",
+			"not set, and api.openai.com needs one; set OPENAI_API_KEY (or point OPENAI_BASE_URL at another server)"))
+	}
+	return errors.Join(probs...)
+}
+
+// ValidateTools reports tools in the tools lists that are not among known
+// (the tools this build offers), with the known names.
+func (c *Config) ValidateTools(known []string) error {
+	sorted := slices.Sorted(slices.Values(known))
+	var probs []error
+	for _, l := range c.Tools.lists() {
+		for i, name := range l.names {
+			if name == "" || slices.Contains(known, name) {
+				continue
+			}
+			msg := fmt.Sprintf("unknown tool %q", name)
+			if s := closest(name, sorted); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			}
+			msg += " Known tools: " + strings.Join(sorted, ", ")
+			probs = append(probs, c.problem(fmt.Sprintf("tools.%s[%d]", l.mode, i), "%s", msg))
+		}
+	}
+	return errors.Join(probs...)
+}
+
+// Mode returns the default policy for the named tool.
+func (t Tools) Mode(name string) agent.ToolMode {
+	for _, l := range t.lists() {
+		if slices.Contains(l.names, name) {
+			return l.mode
+		}
+	}
+	return t.Default
+}
+
+// Warnings lists settings that work but are probably not what was meant.
+func (c *Config) Warnings() []string {
+	var w []string
+	add := func(key, format string, args ...any) {
+		w = append(w, c.problem(key, format, args...).Error())
+	}
+	if u, msg := checkHTTPURL(c.LLM.BaseURL, true); c.LLM.BaseURL != "" && msg == "" {
+		if !strings.HasSuffix(u.Path, "/v1") {
+			add("llm.base_url", "%q does not end in /v1; most OpenAI-compatible servers serve under it (%s)", u.Redacted(), strings.TrimRight(u.Redacted(), "/")+"/v1")
+		}
+		if u.Scheme == "http" && c.LLM.APIKey != "" && !isLoopback(u.Hostname()) {
+			add("llm.base_url", "plain http to %s: the API key crosses the network unencrypted; use https", u.Host)
+		}
+	}
+	if u, err := url.Parse(c.Store.RedisURL.Reveal()); err == nil && u.Scheme == "redis" {
+		if _, hasPass := u.User.Password(); hasPass && !isLoopback(u.Hostname()) {
+			add("store.redis_url", "redis:// to %s sends the password unencrypted; use rediss://", u.Host)
+		}
+	}
+	if m := c.meta; m != nil && m.file != "" && len(m.literal) > 0 && m.fileMode&0o077 != 0 {
+		w = append(w, fmt.Sprintf("%s: holds secrets (%s) and other users can read it (mode %04o); chmod 600 it, or set them in the environment",
+			m.file, strings.Join(m.literal, ", "), uint32(m.fileMode)))
+	}
+	return w
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
