@@ -1,0 +1,678 @@
+// Package local is firstmate's embedded store: one bbolt file in the data
+// dir, used when no REDIS_URL is set. It serves one process and behaves like
+// store/redis; both pass store/storetest.
+//
+// Every method is one bbolt transaction, so each step is atomic as a Redis
+// script is. TTLs are expiry timestamps checked on every read, which makes
+// them exact; a sweeper goroutine deletes expired records now and then only so
+// that the file does not grow without bound.
+//
+// Leases live in memory. Only one process can open the file (bbolt holds an
+// exclusive lock on it), so memory is as shared as a lease needs to be, and a
+// restarted process does not wait for the lease of the process it replaces.
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/firstmate/firstmate/agent"
+)
+
+// ErrInUse means another process has the store's file open.
+var ErrInUse = errors.New("data dir in use by another firstmate")
+
+// The file's layout. Keys are SessionKey.String() forms, which are
+// unambiguous.
+var (
+	// chat key + message ID → dedup expiry. A channel key's String() ends
+	// at its third unescaped ':', so the concatenation cannot collide.
+	bucketSeen = []byte("seen")
+	// session key → bucket holding keyExpires, bucketMailbox, bucketHistory.
+	bucketSessions = []byte("sessions")
+	// channel key → ChannelSettings as JSON. Never expires: an admin's
+	// policy holds until an admin changes it.
+	bucketSettings = []byte("settings")
+
+	keyExpires    = []byte("exp")  // the session's idle deadline
+	bucketMailbox = []byte("mbox") // sequence → Inbound JSON
+	bucketHistory = []byte("hist") // sequence → JSON array of one turn's messages
+)
+
+// lockWait is how long Open waits for another process to let go of the file.
+// Long enough to ride out a restart, short enough to fail visibly.
+const lockWait = time.Second
+
+// Store is an agent.Store in a bbolt file. Open it with Open and Close it when
+// done.
+type Store struct {
+	db     *bbolt.DB
+	ret    agent.Retention
+	leases leases
+
+	stop      chan struct{} // closed by Close to stop the sweeper
+	done      chan struct{} // closed by the sweeper when it returns
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ agent.Store = (*Store)(nil)
+
+// Open opens or creates the store at path, creating its directory. If another
+// process has the file open, Open fails with ErrInUse within about a second
+// instead of hanging.
+func Open(path string, ret agent.Retention) (*Store, error) {
+	return open(path, ret, lockWait)
+}
+
+func open(path string, ret agent.Retention, lockWait time.Duration) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("local store: %w", err)
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockWait})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("local store %s: %w (its lock is held)", path, ErrInUse)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		for _, name := range [][]byte{bucketSeen, bucketSessions, bucketSettings} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("local store %s: %w", path, err)
+	}
+	s := &Store{
+		db:     db,
+		ret:    ret.WithDefaults(),
+		leases: leases{m: map[string]lease{}},
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	go s.sweepLoop(sweepInterval(s.ret))
+	return s, nil
+}
+
+// Close stops the sweeper, waits for it and closes the file.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		<-s.done
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// Enqueue implements agent.Store.
+func (s *Store) Enqueue(ctx context.Context, in agent.Inbound) (added bool, err error) {
+	if err := validInbound(in); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	data, err := marshal(in)
+	if err != nil {
+		return false, err
+	}
+	now := time.Now()
+	err = s.db.Update(func(tx *bbolt.Tx) error {
+		first, err := s.markSeen(tx, in, now)
+		if err != nil || !first {
+			return err
+		}
+		sb, err := s.touchSession(tx, in.Key, now)
+		if err != nil {
+			return err
+		}
+		if err := appendSeq(sb.Bucket(bucketMailbox), data); err != nil {
+			return err
+		}
+		added = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("enqueue: %w", err)
+	}
+	return added, nil
+}
+
+// Seen implements agent.Store. It shares Enqueue's dedup records, so a
+// message is first either as a command or as a mailbox entry, never both.
+func (s *Store) Seen(ctx context.Context, in agent.Inbound) (first bool, err error) {
+	if err := validInbound(in); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	now := time.Now()
+	err = s.db.Update(func(tx *bbolt.Tx) error {
+		first, err = s.markSeen(tx, in, now)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("seen: %w", err)
+	}
+	return first, nil
+}
+
+// markSeen records in's ID for the dedup window and reports whether it was
+// new.
+func (s *Store) markSeen(tx *bbolt.Tx, in agent.Inbound, now time.Time) (bool, error) {
+	seen := tx.Bucket(bucketSeen)
+	id := seenKey(in.Key, in.MessageID)
+	if exp := seen.Get(id); exp != nil && now.Before(decodeTime(exp)) {
+		return false, nil
+	}
+	return true, seen.Put(id, encodeTime(now.Add(s.ret.DedupTTL)))
+}
+
+// Claim implements agent.Store.
+func (s *Store) Claim(ctx context.Context, key agent.SessionKey, owner string, ttl time.Duration) (*agent.Claim, error) {
+	if err := validLease(key, owner, ttl); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	now := time.Now()
+	if l, ok := s.leases.m[key.String()]; ok && l.owner != owner && now.Before(l.expires) {
+		return nil, agent.ErrLeaseHeld
+	}
+	c := &agent.Claim{}
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		sb := readSession(tx, key, now)
+		if sb == nil {
+			return nil
+		}
+		var err error
+		if c.Mailbox, err = readMailbox(sb); err != nil {
+			return err
+		}
+		c.History, err = readHistory(sb)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	s.leases.m[key.String()] = lease{owner: owner, expires: now.Add(ttl)}
+	return c, nil
+}
+
+// Renew implements agent.Store.
+func (s *Store) Renew(ctx context.Context, key agent.SessionKey, owner string, ttl time.Duration) error {
+	if err := validLease(key, owner, ttl); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	now := time.Now()
+	if !s.leases.holds(key, owner, now) {
+		return agent.ErrLeaseLost
+	}
+	s.leases.m[key.String()] = lease{owner: owner, expires: now.Add(ttl)}
+	return nil
+}
+
+// Commit implements agent.Store.
+func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, consumed int, turn []agent.Message) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if consumed < 0 {
+		return fmt.Errorf("commit: consumed %d < 0", consumed)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var data []byte
+	if len(turn) > 0 {
+		var err error
+		if data, err = marshal(turn); err != nil {
+			return err
+		}
+	}
+	// The lease lock is held across the write so that the lease cannot pass
+	// to another owner between the check and the write.
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	now := time.Now()
+	if !s.leases.holds(key, owner, now) {
+		return agent.ErrLeaseLost
+	}
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		sb, err := s.touchSession(tx, key, now)
+		if err != nil {
+			return err
+		}
+		if err := deleteFirst(sb.Bucket(bucketMailbox), consumed); err != nil {
+			return err
+		}
+		if data == nil {
+			return nil
+		}
+		hist := sb.Bucket(bucketHistory)
+		if err := appendSeq(hist, data); err != nil {
+			return err
+		}
+		return deleteFirst(hist, count(hist)-s.ret.MaxTurns)
+	})
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Release implements agent.Store.
+func (s *Store) Release(ctx context.Context, key agent.SessionKey, owner string) (pending int, err error) {
+	if err := key.Validate(); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	now := time.Now()
+	if !s.leases.holds(key, owner, now) {
+		return 0, agent.ErrLeaseLost
+	}
+	if pending, err = s.pending(now, key); err != nil || pending > 0 {
+		return pending, err
+	}
+	delete(s.leases.m, key.String())
+	return 0, nil
+}
+
+// History implements agent.Store.
+func (s *Store) History(ctx context.Context, key agent.SessionKey) ([]agent.Message, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var msgs []agent.Message
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		sb := readSession(tx, key, time.Now())
+		if sb == nil {
+			return nil
+		}
+		var err error
+		msgs, err = readHistory(sb)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	return msgs, nil
+}
+
+// Reset implements agent.Store.
+func (s *Store) Reset(ctx context.Context, key agent.SessionKey) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		sb := readSession(tx, key, time.Now())
+		if sb == nil {
+			return nil
+		}
+		if err := sb.DeleteBucket(bucketHistory); err != nil {
+			return err
+		}
+		_, err := sb.CreateBucket(bucketHistory)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	return nil
+}
+
+// Pending implements agent.Store.
+func (s *Store) Pending(ctx context.Context, key agent.SessionKey) (int, error) {
+	if err := key.Validate(); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return s.pending(time.Now(), key)
+}
+
+func (s *Store) pending(now time.Time, key agent.SessionKey) (n int, err error) {
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		if sb := readSession(tx, key, now); sb != nil {
+			n = count(sb.Bucket(bucketMailbox))
+		}
+		return nil
+	})
+	return n, err
+}
+
+// Settings implements agent.Store.
+func (s *Store) Settings(ctx context.Context, channel agent.SessionKey) (agent.ChannelSettings, error) {
+	if err := channel.Validate(); err != nil {
+		return agent.ChannelSettings{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return agent.ChannelSettings{}, err
+	}
+	var cs agent.ChannelSettings
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		var err error
+		cs, err = getSettings(tx, channel)
+		return err
+	})
+	if err != nil {
+		return agent.ChannelSettings{}, fmt.Errorf("settings: %w", err)
+	}
+	return cs, nil
+}
+
+// SetSettings implements agent.Store.
+func (s *Store) SetSettings(ctx context.Context, channel agent.SessionKey, cs agent.ChannelSettings) (agent.ChannelSettings, error) {
+	if err := channel.Validate(); err != nil {
+		return agent.ChannelSettings{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return agent.ChannelSettings{}, err
+	}
+	want := cs.Version
+	cs.Version++
+	data, err := marshal(cs)
+	if err != nil {
+		return agent.ChannelSettings{}, err
+	}
+	err = s.db.Update(func(tx *bbolt.Tx) error {
+		cur, err := getSettings(tx, channel)
+		if err != nil {
+			return err
+		}
+		if cur.Version != want {
+			return agent.ErrVersionConflict
+		}
+		return tx.Bucket(bucketSettings).Put([]byte(channel.Channel().String()), data)
+	})
+	if err != nil {
+		return agent.ChannelSettings{}, fmt.Errorf("set settings: %w", err)
+	}
+	return cs, nil
+}
+
+func getSettings(tx *bbolt.Tx, channel agent.SessionKey) (agent.ChannelSettings, error) {
+	var cs agent.ChannelSettings
+	data := tx.Bucket(bucketSettings).Get([]byte(channel.Channel().String()))
+	if data == nil {
+		return cs, nil
+	}
+	err := json.Unmarshal(data, &cs)
+	return cs, err
+}
+
+// readSession returns key's session bucket, or nil if there is none or it
+// has expired.
+func readSession(tx *bbolt.Tx, key agent.SessionKey, now time.Time) *bbolt.Bucket {
+	sb := tx.Bucket(bucketSessions).Bucket([]byte(key.String()))
+	if sb == nil || !now.Before(decodeTime(sb.Get(keyExpires))) {
+		return nil
+	}
+	return sb
+}
+
+// touchSession returns key's session bucket for writing and moves its idle
+// deadline to now+HistoryTTL. An expired session is emptied first, as Redis
+// would have dropped its keys.
+func (s *Store) touchSession(tx *bbolt.Tx, key agent.SessionKey, now time.Time) (*bbolt.Bucket, error) {
+	sessions := tx.Bucket(bucketSessions)
+	name := []byte(key.String())
+	sb := readSession(tx, key, now)
+	if sb == nil {
+		if sessions.Bucket(name) != nil {
+			if err := sessions.DeleteBucket(name); err != nil {
+				return nil, err
+			}
+		}
+		var err error
+		if sb, err = sessions.CreateBucket(name); err != nil {
+			return nil, err
+		}
+		for _, sub := range [][]byte{bucketMailbox, bucketHistory} {
+			if _, err := sb.CreateBucket(sub); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return sb, sb.Put(keyExpires, encodeTime(now.Add(s.ret.HistoryTTL)))
+}
+
+func readMailbox(sb *bbolt.Bucket) ([]agent.Inbound, error) {
+	var out []agent.Inbound
+	err := sb.Bucket(bucketMailbox).ForEach(func(_, v []byte) error {
+		var in agent.Inbound
+		if err := json.Unmarshal(v, &in); err != nil {
+			return fmt.Errorf("mailbox entry: %w", err)
+		}
+		out = append(out, in)
+		return nil
+	})
+	return out, err
+}
+
+func readHistory(sb *bbolt.Bucket) ([]agent.Message, error) {
+	var out []agent.Message
+	err := sb.Bucket(bucketHistory).ForEach(func(_, v []byte) error {
+		var turn []agent.Message
+		if err := json.Unmarshal(v, &turn); err != nil {
+			return fmt.Errorf("history turn: %w", err)
+		}
+		out = append(out, turn...)
+		return nil
+	})
+	return out, err
+}
+
+// appendSeq appends v to b under the bucket's next sequence number, so that
+// key order is arrival order.
+func appendSeq(b *bbolt.Bucket, v []byte) error {
+	n, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	return b.Put(binary.BigEndian.AppendUint64(nil, n), v)
+}
+
+// deleteFirst deletes b's first n entries (all of them if it has fewer).
+func deleteFirst(b *bbolt.Bucket, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	var keys [][]byte
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && len(keys) < n; k, _ = c.Next() {
+		keys = append(keys, bytes.Clone(k))
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func count(b *bbolt.Bucket) int {
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+	}
+	return n
+}
+
+// seenKey is the dedup record's key. Dedup is per chat, not per session: a
+// message ID is unique in its chat whatever thread an adapter files it under.
+func seenKey(key agent.SessionKey, messageID string) []byte {
+	return []byte(key.Channel().String() + messageID)
+}
+
+func encodeTime(t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(t.UnixNano()))
+}
+
+// decodeTime reads an encodeTime value; anything else reads as the epoch,
+// which is expired.
+func decodeTime(b []byte) time.Time {
+	if len(b) != 8 {
+		return time.Unix(0, 0)
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(b)))
+}
+
+// marshal encodes v as compact JSON without HTML escaping, so text and tool
+// arguments are stored as they came.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func validInbound(in agent.Inbound) error {
+	if err := in.Key.Validate(); err != nil {
+		return err
+	}
+	if in.MessageID == "" {
+		return errors.New("message has no ID")
+	}
+	return nil
+}
+
+func validLease(key agent.SessionKey, owner string, ttl time.Duration) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if owner == "" {
+		return errors.New("lease: empty owner")
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("lease: ttl %v <= 0", ttl)
+	}
+	return nil
+}
+
+type lease struct {
+	owner   string
+	expires time.Time
+}
+
+// leases are the sessions' leases by session key. mu also serializes the
+// writes that must happen under a lease (Commit, Release).
+type leases struct {
+	mu sync.Mutex
+	m  map[string]lease
+}
+
+// holds reports whether owner holds key's lease at now. l.mu must be held.
+func (l *leases) holds(key agent.SessionKey, owner string, now time.Time) bool {
+	cur, ok := l.m[key.String()]
+	return ok && cur.owner == owner && now.Before(cur.expires)
+}
+
+// sweepInterval is how often expired records are deleted: often enough that
+// expired data does not pile up, rarely enough that a scan of the whole file
+// costs nothing noticeable.
+func sweepInterval(ret agent.Retention) time.Duration {
+	return min(max(min(ret.DedupTTL, ret.HistoryTTL)/2, time.Second), time.Hour)
+}
+
+func (s *Store) sweepLoop(every time.Duration) {
+	defer close(s.done)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-tick.C:
+			if err := s.sweep(now); err != nil {
+				// Nothing reads expired records, so a failed sweep only
+				// delays reclaiming space; the next tick tries again.
+				slog.Warn("local store: sweeping expired records", "err", err)
+			}
+		}
+	}
+}
+
+// sweep deletes dedup records, sessions and leases that expired before now.
+func (s *Store) sweep(now time.Time) error {
+	s.leases.mu.Lock()
+	for k, l := range s.leases.m {
+		if !now.Before(l.expires) {
+			delete(s.leases.m, k)
+		}
+	}
+	s.leases.mu.Unlock()
+
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		// Keys are cloned because they point into the file's memory map.
+		var dead [][]byte
+		seen := tx.Bucket(bucketSeen)
+		c := seen.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if !now.Before(decodeTime(v)) {
+				dead = append(dead, bytes.Clone(k))
+			}
+		}
+		for _, k := range dead {
+			if err := seen.Delete(k); err != nil {
+				return err
+			}
+		}
+
+		dead = dead[:0]
+		sessions := tx.Bucket(bucketSessions)
+		c = sessions.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if sb := sessions.Bucket(k); sb != nil && !now.Before(decodeTime(sb.Get(keyExpires))) {
+				dead = append(dead, bytes.Clone(k))
+			}
+		}
+		for _, k := range dead {
+			if err := sessions.DeleteBucket(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

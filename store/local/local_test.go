@@ -1,0 +1,203 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, ret agent.Retention) agent.Store {
+		s, err := Open(filepath.Join(t.TempDir(), "firstmate.db"), ret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func openTemp(t *testing.T, ret agent.Retention) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "data", "firstmate.db")
+	s, err := Open(path, ret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+var key = agent.SessionKey{Platform: "telegram", Chat: "-100123"}
+
+func TestSecondOpenFailsFast(t *testing.T) {
+	_, path := openTemp(t, agent.Retention{})
+	start := time.Now()
+	_, err := open(path, agent.Retention{}, 100*time.Millisecond)
+	if !errors.Is(err, ErrInUse) {
+		t.Fatalf("second Open: err = %v, want ErrInUse", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("second Open took %v", d)
+	}
+}
+
+func TestReopenKeepsDataNotLeases(t *testing.T) {
+	s, path := openTemp(t, agent.Retention{})
+	ctx := t.Context()
+	if _, err := s.Enqueue(ctx, agent.Inbound{Key: key, MessageID: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, key, "old process", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+
+	s, err := Open(path, agent.Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The old process is gone, and so is its lease.
+	c, err := s.Claim(ctx, key, "new process", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Mailbox) != 1 {
+		t.Fatalf("mailbox after reopen has %d entries, want 1", len(c.Mailbox))
+	}
+	if added, err := s.Enqueue(ctx, agent.Inbound{Key: key, MessageID: "1"}); err != nil || added {
+		t.Fatalf("Enqueue of a seen message after reopen = %v, %v; want false, nil", added, err)
+	}
+}
+
+func TestSweepDeletesExpired(t *testing.T) {
+	const ttl = 200 * time.Millisecond
+	s, _ := openTemp(t, agent.Retention{DedupTTL: ttl, HistoryTTL: ttl})
+	ctx := t.Context()
+	for i := range 3 {
+		k := key
+		k.Thread = fmt.Sprint(i)
+		if _, err := s.Enqueue(ctx, agent.Inbound{Key: k, MessageID: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, k, "w", ttl); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Commit(ctx, k, "w", 1, []agent.Message{{Role: agent.RoleUser, Content: "hi"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.SetSettings(ctx, key, agent.ChannelSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.sweep(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if seen, sessions, leases := s.records(t); seen != 3 || sessions != 3 || leases != 3 {
+		t.Fatalf("before expiry: %d seen, %d sessions, %d leases; want 3 of each", seen, sessions, leases)
+	}
+
+	if err := s.sweep(time.Now().Add(2 * ttl)); err != nil {
+		t.Fatal(err)
+	}
+	if seen, sessions, leases := s.records(t); seen != 0 || sessions != 0 || leases != 0 {
+		t.Fatalf("after expiry: %d seen, %d sessions, %d leases; want none", seen, sessions, leases)
+	}
+	if cs, err := s.Settings(ctx, key); err != nil || cs.Version != 1 {
+		t.Fatalf("settings after sweep = %+v, %v; want version 1", cs, err)
+	}
+}
+
+func (s *Store) records(t *testing.T) (seen, sessions, leases int) {
+	t.Helper()
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		seen = count(tx.Bucket(bucketSeen))
+		sessions = count(tx.Bucket(bucketSessions))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	return seen, sessions, len(s.leases.m)
+}
+
+func TestCloseStopsSweeper(t *testing.T) {
+	before := runtime.NumGoroutine()
+	dir := t.TempDir()
+	for i := range 20 {
+		s, err := Open(filepath.Join(dir, fmt.Sprintf("%d.db", i)), agent.Retention{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Close waits for the sweeper, so nothing is left running; allow for
+	// goroutines of the test runtime itself coming and going.
+	if after := runtime.NumGoroutine(); after > before+2 {
+		t.Fatalf("%d goroutines before, %d after opening and closing 20 stores", before, after)
+	}
+}
+
+func TestSweepInterval(t *testing.T) {
+	for _, tc := range []struct {
+		ret  agent.Retention
+		want time.Duration
+	}{
+		{agent.DefaultRetention, time.Hour},
+		{agent.Retention{DedupTTL: 10 * time.Minute, HistoryTTL: time.Hour}, 5 * time.Minute},
+		{agent.Retention{DedupTTL: time.Millisecond, HistoryTTL: time.Hour}, time.Second},
+	} {
+		if got := sweepInterval(tc.ret); got != tc.want {
+			t.Errorf("sweepInterval(%+v) = %v, want %v", tc.ret, got, tc.want)
+		}
+	}
+}
+
+func BenchmarkTurn(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "firstmate.db"), agent.Retention{MaxTurns: 50})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := b.Context()
+	turn := []agent.Message{
+		{Role: agent.RoleUser, Content: "what is in the workspace?"},
+		{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{{ID: "c1", Name: "ls", Args: []byte(`{"path":"."}`)}}},
+		{Role: agent.RoleTool, ToolCallID: "c1", ToolName: "ls", Content: "a.txt\nb.txt"},
+		{Role: agent.RoleAssistant, Content: "Two files: a.txt and b.txt."},
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		if _, err := s.Enqueue(ctx, agent.Inbound{Key: key, MessageID: fmt.Sprint(i), Text: "hi"}); err != nil {
+			b.Fatal(err)
+		}
+		c, err := s.Claim(ctx, key, "w", time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Commit(ctx, key, "w", len(c.Mailbox), turn); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Release(ctx, key, "w"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

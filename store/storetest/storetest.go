@@ -1,0 +1,842 @@
+// Package storetest is the conformance suite for agent.Store. store/redis and
+// store/local both run it, so the dispatcher sees one behaviour whichever
+// store the operator picked: the suite, not either implementation, is the
+// reference for what agent.Store's comments mean in the corner cases.
+//
+// Beyond agent/store.go the suite pins down these decisions:
+//
+//   - Dedup is per chat (platform, team, chat): the same message ID in another
+//     thread of the same chat is a duplicate; in another chat it is not.
+//   - Enqueue and Seen need a valid key and a non-empty MessageID, and share
+//     one dedup record: a message is first either as a command or as a
+//     mailbox entry, never both.
+//   - A turn with no messages appends nothing to the history.
+//   - Commit with consumed larger than the mailbox empties the mailbox.
+//   - Release by someone who does not hold the lease is ErrLeaseLost.
+//   - A session idle for HistoryTTL (no Enqueue and no Commit) is forgotten
+//     whole: history and mailbox.
+//   - Settings of a thread key are its channel's settings.
+//   - Tool call arguments round-trip byte for byte when compact (no HTML
+//     escaping of '<', '>' or '&').
+//
+// Tests that wait for a TTL use TTLs of about a second and run in parallel,
+// so the whole suite takes a couple of seconds.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/firstmate/firstmate/agent"
+)
+
+// Run runs the conformance suite. open must return a fresh, isolated, empty
+// store with the given retention each time it is called; it may register
+// cleanups on t (removing files, deleting keys). Run closes every store it
+// opened before those cleanups run.
+func Run(t *testing.T, open func(t *testing.T, ret agent.Retention) agent.Store) {
+	s := suite{open: open}
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"EnqueueDedup", s.testEnqueueDedup},
+		{"EnqueueInvalid", s.testEnqueueInvalid},
+		{"Seen", s.testSeen},
+		{"DedupExpires", s.testDedupExpires},
+		{"MailboxOrder", s.testMailboxOrder},
+		{"Claim", s.testClaim},
+		{"LeaseExpires", s.testLeaseExpires},
+		{"RenewExtends", s.testRenewExtends},
+		{"CommitByNonHolder", s.testCommitByNonHolder},
+		{"CommitConsumed", s.testCommitConsumed},
+		{"CommitTrimsWholeTurns", s.testCommitTrims},
+		{"Release", s.testRelease},
+		{"SessionsIsolated", s.testIsolation},
+		{"Reset", s.testReset},
+		{"HistoryExpires", s.testHistoryExpires},
+		{"Settings", s.testSettings},
+		{"RoundTrip", s.testRoundTrip},
+		{"CanceledContext", s.testCanceled},
+		{"ConcurrentEnqueue", s.testConcurrentEnqueue},
+		{"ConcurrentClaim", s.testConcurrentClaim},
+		{"ConcurrentSetSettings", s.testConcurrentSetSettings},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Every test has its own store, so they can all run at once;
+			// that keeps the TTL waits from adding up.
+			t.Parallel()
+			tc.fn(t)
+		})
+	}
+}
+
+type suite struct {
+	open func(*testing.T, agent.Retention) agent.Store
+}
+
+// store opens a store and closes it when t ends.
+func (s suite) store(t *testing.T, ret agent.Retention) agent.Store {
+	t.Helper()
+	st := s.open(t, ret)
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return st
+}
+
+var (
+	chanA   = agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1"}
+	threadA = agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700000000.000100"}
+	threadB = agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700000000.000200"}
+	chanB   = agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C2"}
+)
+
+const minute = time.Minute
+
+func inbound(key agent.SessionKey, id string) agent.Inbound {
+	return agent.Inbound{
+		Key:       key,
+		MessageID: id,
+		User:      agent.User{ID: "U1"},
+		Text:      "text of " + id,
+		Time:      time.Unix(1700000000, 0).UTC(),
+	}
+}
+
+// turn returns a turn of n messages whose contents name it: a question,
+// tool calls and their results, an answer.
+func turn(name string, n int) []agent.Message {
+	msgs := make([]agent.Message, n)
+	for i := range msgs {
+		call := fmt.Sprintf("%s-call-%d", name, i-(i+1)%2)
+		switch {
+		case i == 0:
+			msgs[i] = agent.Message{Role: agent.RoleUser, Content: name + " question"}
+		case i == n-1:
+			msgs[i] = agent.Message{Role: agent.RoleAssistant, Content: name + " answer"}
+		case i%2 == 1:
+			msgs[i] = agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{{ID: call, Name: "ls", Args: json.RawMessage(`{}`)}}}
+		default:
+			msgs[i] = agent.Message{Role: agent.RoleTool, ToolCallID: call, ToolName: "ls", Content: "a.txt"}
+		}
+	}
+	return msgs
+}
+
+func enqueue(t *testing.T, st agent.Store, in agent.Inbound, want bool) {
+	t.Helper()
+	added, err := st.Enqueue(t.Context(), in)
+	if err != nil {
+		t.Fatalf("Enqueue(%v, %q): %v", in.Key, in.MessageID, err)
+	}
+	if added != want {
+		t.Fatalf("Enqueue(%v, %q) added = %v, want %v", in.Key, in.MessageID, added, want)
+	}
+}
+
+func claim(t *testing.T, st agent.Store, key agent.SessionKey, owner string, ttl time.Duration) *agent.Claim {
+	t.Helper()
+	c, err := st.Claim(t.Context(), key, owner, ttl)
+	if err != nil {
+		t.Fatalf("Claim(%v, %q): %v", key, owner, err)
+	}
+	if c == nil {
+		t.Fatalf("Claim(%v, %q) returned a nil claim", key, owner)
+	}
+	return c
+}
+
+func commit(t *testing.T, st agent.Store, key agent.SessionKey, owner string, consumed int, turn []agent.Message) {
+	t.Helper()
+	if err := st.Commit(t.Context(), key, owner, consumed, turn); err != nil {
+		t.Fatalf("Commit(%v, %q, %d): %v", key, owner, consumed, err)
+	}
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: err = %v, want %v", what, err, want)
+	}
+}
+
+func wantPending(t *testing.T, st agent.Store, key agent.SessionKey, want int) {
+	t.Helper()
+	n, err := st.Pending(t.Context(), key)
+	if err != nil {
+		t.Fatalf("Pending(%v): %v", key, err)
+	}
+	if n != want {
+		t.Fatalf("Pending(%v) = %d, want %d", key, n, want)
+	}
+}
+
+func wantHistory(t *testing.T, st agent.Store, key agent.SessionKey, want ...[]agent.Message) {
+	t.Helper()
+	got, err := st.History(t.Context(), key)
+	if err != nil {
+		t.Fatalf("History(%v): %v", key, err)
+	}
+	sameMessages(t, fmt.Sprintf("History(%v)", key), got, slices.Concat(want...))
+}
+
+func sameMessages(t *testing.T, what string, got, want []agent.Message) {
+	t.Helper()
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s =\n%s\nwant\n%s", what, jsonString(got), jsonString(want))
+	}
+}
+
+func ids(mailbox []agent.Inbound) []string {
+	out := make([]string, len(mailbox))
+	for i, in := range mailbox {
+		out[i] = in.MessageID
+	}
+	return out
+}
+
+func wantMailbox(t *testing.T, what string, got []agent.Inbound, want ...string) {
+	t.Helper()
+	if g := ids(got); !slices.Equal(g, want) {
+		t.Fatalf("%s mailbox = %q, want %q", what, g, want)
+	}
+}
+
+func jsonString(v any) string {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func (s suite) testEnqueueDedup(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	enqueue(t, st, inbound(threadA, "m1"), false)
+	// Slack sends one message as app_mention and as message; an adapter may
+	// even place them differently. A message ID is unique within its chat.
+	enqueue(t, st, inbound(threadB, "m1"), false)
+	enqueue(t, st, inbound(chanA, "m1"), false)
+	// The same ID elsewhere is another message.
+	enqueue(t, st, inbound(chanB, "m1"), true)
+	enqueue(t, st, inbound(agent.SessionKey{Platform: "slack", Team: "T2", Chat: "C1"}, "m1"), true)
+	enqueue(t, st, inbound(agent.SessionKey{Platform: "telegram", Chat: "C1"}, "m1"), true)
+	enqueue(t, st, inbound(threadA, "m2"), true)
+
+	wantPending(t, st, threadA, 2)
+	wantPending(t, st, threadB, 0)
+	wantPending(t, st, chanA, 0)
+	wantPending(t, st, chanB, 1)
+}
+
+func seen(t *testing.T, st agent.Store, in agent.Inbound, want bool) {
+	t.Helper()
+	first, err := st.Seen(t.Context(), in)
+	if err != nil {
+		t.Fatalf("Seen(%v, %q): %v", in.Key, in.MessageID, err)
+	}
+	if first != want {
+		t.Fatalf("Seen(%v, %q) = %v, want %v", in.Key, in.MessageID, first, want)
+	}
+}
+
+func (s suite) testSeen(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	seen(t, st, inbound(threadA, "cmd1"), true)
+	seen(t, st, inbound(threadA, "cmd1"), false)
+	seen(t, st, inbound(threadB, "cmd1"), false)
+	enqueue(t, st, inbound(threadA, "cmd1"), false)
+	seen(t, st, inbound(chanB, "cmd1"), true)
+
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	seen(t, st, inbound(threadA, "m1"), false)
+	wantPending(t, st, threadA, 1)
+	wantPending(t, st, chanB, 0)
+
+	if _, err := st.Seen(t.Context(), inbound(threadA, "")); err == nil {
+		t.Error("Seen without a message ID succeeded")
+	}
+}
+
+func (s suite) testEnqueueInvalid(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	ctx := t.Context()
+	if _, err := st.Enqueue(ctx, inbound(threadA, "")); err == nil {
+		t.Error("Enqueue without a message ID succeeded")
+	}
+	if _, err := st.Enqueue(ctx, inbound(agent.SessionKey{Chat: "C1"}, "m1")); err == nil {
+		t.Error("Enqueue with a key without platform succeeded")
+	}
+	wantPending(t, st, threadA, 0)
+	if _, err := st.Claim(ctx, threadA, "", minute); err == nil {
+		t.Error("Claim with an empty owner succeeded")
+	}
+	if _, err := st.Claim(ctx, threadA, "w1", 0); err == nil {
+		t.Error("Claim with a zero ttl succeeded")
+	}
+	claim(t, st, threadA, "w1", minute)
+	if err := st.Commit(ctx, threadA, "w1", -1, nil); err == nil {
+		t.Error("Commit with negative consumed succeeded")
+	}
+}
+
+func (s suite) testDedupExpires(t *testing.T) {
+	const ttl = time.Second
+	st := s.store(t, agent.Retention{DedupTTL: ttl})
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	enqueue(t, st, inbound(threadA, "m1"), false)
+	seen(t, st, inbound(threadA, "cmd"), true)
+	time.Sleep(ttl + 300*time.Millisecond)
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	enqueue(t, st, inbound(threadA, "m1"), false)
+	seen(t, st, inbound(threadA, "cmd"), true)
+	seen(t, st, inbound(threadA, "cmd"), false)
+	wantPending(t, st, threadA, 2)
+}
+
+func (s suite) testMailboxOrder(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	want := []string{"5", "3", "10", "1", "m-4"}
+	for _, id := range want {
+		enqueue(t, st, inbound(threadA, id), true)
+	}
+	wantPending(t, st, threadA, len(want))
+	c := claim(t, st, threadA, "w1", minute)
+	wantMailbox(t, "Claim", c.Mailbox, want...)
+	if len(c.History) != 0 {
+		t.Fatalf("Claim history = %v, want empty", c.History)
+	}
+}
+
+func (s suite) testClaim(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	ctx := t.Context()
+
+	c := claim(t, st, threadA, "w1", minute)
+	if len(c.Mailbox) != 0 || len(c.History) != 0 {
+		t.Fatalf("Claim of an empty session = %+v, want empty", c)
+	}
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	enqueue(t, st, inbound(threadA, "m2"), true)
+
+	// The holder may claim again (a second turn) and sees the new state.
+	c = claim(t, st, threadA, "w1", minute)
+	wantMailbox(t, "re-Claim", c.Mailbox, "m1", "m2")
+
+	_, err := st.Claim(ctx, threadA, "w2", minute)
+	wantErr(t, "Claim by a second owner", err, agent.ErrLeaseHeld)
+
+	// Leases are per session, not per channel.
+	claim(t, st, threadB, "w2", minute)
+	claim(t, st, chanA, "w3", minute)
+
+	if err := st.Renew(ctx, threadA, "w1", minute); err != nil {
+		t.Fatalf("Renew by the holder: %v", err)
+	}
+	wantErr(t, "Renew by a non-holder", st.Renew(ctx, threadA, "w2", minute), agent.ErrLeaseLost)
+	wantErr(t, "Renew of an unclaimed session", st.Renew(ctx, chanB, "w1", minute), agent.ErrLeaseLost)
+
+	// History comes with the claim.
+	first := turn("first", 2)
+	commit(t, st, threadA, "w1", 2, first)
+	c = claim(t, st, threadA, "w1", minute)
+	wantMailbox(t, "Claim after Commit", c.Mailbox)
+	sameMessages(t, "Claim history", c.History, first)
+}
+
+func (s suite) testLeaseExpires(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	ctx := t.Context()
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	claim(t, st, threadA, "w1", 300*time.Millisecond)
+	_, err := st.Claim(ctx, threadA, "w2", minute)
+	wantErr(t, "Claim while held", err, agent.ErrLeaseHeld)
+
+	time.Sleep(600 * time.Millisecond)
+
+	// The first worker is presumed dead: its writes must not land.
+	wantErr(t, "Renew after expiry", st.Renew(ctx, threadA, "w1", minute), agent.ErrLeaseLost)
+	c := claim(t, st, threadA, "w2", minute)
+	wantMailbox(t, "Claim after expiry", c.Mailbox, "m1")
+	wantErr(t, "Commit by the expired owner", st.Commit(ctx, threadA, "w1", 1, turn("late", 2)), agent.ErrLeaseLost)
+	_, err = st.Release(ctx, threadA, "w1")
+	wantErr(t, "Release by the expired owner", err, agent.ErrLeaseLost)
+	wantPending(t, st, threadA, 1)
+	wantHistory(t, st, threadA)
+	_, err = st.Claim(ctx, threadA, "w1", minute)
+	wantErr(t, "Claim by the expired owner", err, agent.ErrLeaseHeld)
+}
+
+func (s suite) testRenewExtends(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	ctx := t.Context()
+	claim(t, st, threadA, "w1", 300*time.Millisecond)
+	if err := st.Renew(ctx, threadA, "w1", minute); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	claim(t, st, threadB, "w1", 300*time.Millisecond)
+	// A claim by the holder extends the lease too.
+	claim(t, st, threadB, "w1", minute)
+
+	time.Sleep(600 * time.Millisecond)
+
+	for _, key := range []agent.SessionKey{threadA, threadB} {
+		_, err := st.Claim(ctx, key, "w2", minute)
+		wantErr(t, fmt.Sprintf("Claim of %v after the lease was extended", key), err, agent.ErrLeaseHeld)
+		commit(t, st, key, "w1", 0, turn("still mine", 1))
+	}
+}
+
+func (s suite) testCommitByNonHolder(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	ctx := t.Context()
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	enqueue(t, st, inbound(threadA, "m2"), true)
+	claim(t, st, threadA, "w1", minute)
+
+	wantErr(t, "Commit by a non-holder", st.Commit(ctx, threadA, "w2", 1, turn("intruder", 2)), agent.ErrLeaseLost)
+	wantErr(t, "Commit to an unclaimed session", st.Commit(ctx, threadB, "w1", 0, turn("intruder", 2)), agent.ErrLeaseLost)
+	wantPending(t, st, threadA, 2)
+	wantHistory(t, st, threadA)
+	wantHistory(t, st, threadB)
+}
+
+func (s suite) testCommitConsumed(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	for _, id := range []string{"m1", "m2", "m3"} {
+		enqueue(t, st, inbound(threadA, id), true)
+	}
+	c := claim(t, st, threadA, "w1", minute)
+	wantMailbox(t, "Claim", c.Mailbox, "m1", "m2", "m3")
+
+	// Messages that arrive during the turn are kept for the next one.
+	enqueue(t, st, inbound(threadA, "m4"), true)
+	enqueue(t, st, inbound(threadA, "m5"), true)
+	t1 := turn("t1", 4)
+	commit(t, st, threadA, "w1", len(c.Mailbox), t1)
+	wantPending(t, st, threadA, 2)
+	wantHistory(t, st, threadA, t1)
+
+	c = claim(t, st, threadA, "w1", minute)
+	wantMailbox(t, "second Claim", c.Mailbox, "m4", "m5")
+	sameMessages(t, "second Claim history", c.History, t1)
+
+	t2 := turn("t2", 2)
+	commit(t, st, threadA, "w1", 0, t2)
+	wantPending(t, st, threadA, 2)
+	wantHistory(t, st, threadA, t1, t2)
+
+	// An empty turn (messages nobody answers) only consumes.
+	commit(t, st, threadA, "w1", 1, nil)
+	wantPending(t, st, threadA, 1)
+	wantHistory(t, st, threadA, t1, t2)
+
+	commit(t, st, threadA, "w1", 5, nil)
+	wantPending(t, st, threadA, 0)
+	enqueue(t, st, inbound(threadA, "m6"), true)
+	c = claim(t, st, threadA, "w1", minute)
+	wantMailbox(t, "Claim after emptying", c.Mailbox, "m6")
+}
+
+func (s suite) testCommitTrims(t *testing.T) {
+	const maxTurns = 3
+	st := s.store(t, agent.Retention{MaxTurns: maxTurns})
+	claim(t, st, threadA, "w1", minute)
+	var turns [][]agent.Message
+	for i, n := range []int{1, 2, 5, 1, 3, 2} {
+		tn := turn(fmt.Sprintf("t%d", i), n)
+		turns = append(turns, tn)
+		commit(t, st, threadA, "w1", 0, tn)
+		wantHistory(t, st, threadA, turns[max(0, len(turns)-maxTurns):]...)
+	}
+}
+
+func (s suite) testRelease(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	ctx := t.Context()
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	claim(t, st, threadA, "w1", minute)
+	enqueue(t, st, inbound(threadA, "m2"), true)
+	t1 := turn("t1", 2)
+	commit(t, st, threadA, "w1", 1, t1)
+
+	pending, err := st.Release(ctx, threadA, "w1")
+	if err != nil || pending != 1 {
+		t.Fatalf("Release with a pending message = %d, %v; want 1, nil", pending, err)
+	}
+	// The lease is kept, so nobody else answers m2 in parallel.
+	_, err = st.Claim(ctx, threadA, "w2", minute)
+	wantErr(t, "Claim after a Release that kept the lease", err, agent.ErrLeaseHeld)
+
+	c := claim(t, st, threadA, "w1", minute)
+	wantMailbox(t, "Claim for the next turn", c.Mailbox, "m2")
+	t2 := turn("t2", 3)
+	commit(t, st, threadA, "w1", 1, t2)
+	pending, err = st.Release(ctx, threadA, "w1")
+	if err != nil || pending != 0 {
+		t.Fatalf("Release with an empty mailbox = %d, %v; want 0, nil", pending, err)
+	}
+
+	c = claim(t, st, threadA, "w2", minute)
+	wantMailbox(t, "Claim by another owner", c.Mailbox)
+	sameMessages(t, "Claim by another owner: history", c.History, slices.Concat(t1, t2))
+
+	_, err = st.Release(ctx, threadA, "w1")
+	wantErr(t, "Release by a non-holder", err, agent.ErrLeaseLost)
+	_, err = st.Release(ctx, threadB, "w1")
+	wantErr(t, "Release of an unclaimed session", err, agent.ErrLeaseLost)
+	// w1's attempt changed nothing.
+	commit(t, st, threadA, "w2", 0, nil)
+}
+
+func (s suite) testIsolation(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	keys := []agent.SessionKey{
+		chanA, threadA, threadB, chanB,
+		{Platform: "slack", Team: "T2", Chat: "C1"},
+		{Platform: "telegram", Chat: "-1001234567890"},
+		{Platform: "telegram", Chat: "-1001234567890", Thread: "42"},
+		// Keys whose parts would collide if they were joined unescaped.
+		{Platform: "x", Chat: "a:b"},
+		{Platform: "x", Team: "a", Chat: "b"},
+		{Platform: "x", Chat: "a%3Ab"},
+		// Braces are Redis Cluster hash tag syntax.
+		{Platform: "x", Chat: "{c}", Thread: "}t{"},
+		{Platform: "x", Chat: "{c}"},
+	}
+	for i, key := range keys {
+		enqueue(t, st, inbound(key, fmt.Sprintf("m%d", i)), true)
+		enqueue(t, st, inbound(key, fmt.Sprintf("extra%d", i)), true)
+		claim(t, st, key, fmt.Sprintf("w%d", i), minute)
+		commit(t, st, key, fmt.Sprintf("w%d", i), 1, turn(key.String(), 2))
+	}
+	if err := st.Reset(t.Context(), keys[0]); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	for i, key := range keys {
+		wantPending(t, st, key, 1)
+		if i == 0 {
+			wantHistory(t, st, key)
+		} else {
+			wantHistory(t, st, key, turn(key.String(), 2))
+		}
+		c := claim(t, st, key, fmt.Sprintf("w%d", i), minute)
+		wantMailbox(t, key.String(), c.Mailbox, fmt.Sprintf("extra%d", i))
+		_, err := st.Claim(t.Context(), key, "other", minute)
+		wantErr(t, "Claim by another owner", err, agent.ErrLeaseHeld)
+	}
+}
+
+func (s suite) testReset(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	ctx := t.Context()
+	if err := st.Reset(ctx, threadA); err != nil {
+		t.Fatalf("Reset of an empty session: %v", err)
+	}
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	enqueue(t, st, inbound(threadA, "m2"), true)
+	claim(t, st, threadA, "w1", minute)
+	commit(t, st, threadA, "w1", 1, turn("t1", 3))
+
+	if err := st.Reset(ctx, threadA); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	wantHistory(t, st, threadA)
+	wantPending(t, st, threadA, 1)
+	_, err := st.Claim(ctx, threadA, "w2", minute)
+	wantErr(t, "Claim after Reset", err, agent.ErrLeaseHeld)
+
+	t2 := turn("t2", 2)
+	commit(t, st, threadA, "w1", 1, t2)
+	wantHistory(t, st, threadA, t2)
+	// The message ID is still remembered: a reset is not a re-delivery.
+	enqueue(t, st, inbound(threadA, "m1"), false)
+}
+
+func (s suite) testHistoryExpires(t *testing.T) {
+	const ttl = time.Second
+	st := s.store(t, agent.Retention{HistoryTTL: ttl})
+	ctx := t.Context()
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	claim(t, st, threadA, "w1", minute)
+	t1, t2 := turn("t1", 2), turn("t2", 2)
+	commit(t, st, threadA, "w1", 1, t1)
+	if _, err := st.Release(ctx, threadA, "w1"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+
+	time.Sleep(ttl * 6 / 10)
+	// Activity keeps a session alive.
+	claim(t, st, threadA, "w1", minute)
+	commit(t, st, threadA, "w1", 0, t2)
+	if _, err := st.Release(ctx, threadA, "w1"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	enqueue(t, st, inbound(threadA, "m2"), true)
+	time.Sleep(ttl * 6 / 10)
+	wantHistory(t, st, threadA, t1, t2)
+	wantPending(t, st, threadA, 1)
+
+	time.Sleep(ttl * 6 / 10)
+	wantHistory(t, st, threadA)
+	wantPending(t, st, threadA, 0)
+	c := claim(t, st, threadA, "w2", minute)
+	if len(c.Mailbox) != 0 || len(c.History) != 0 {
+		t.Fatalf("Claim of an expired session = %+v, want empty", c)
+	}
+	// A new turn starts a new history.
+	t3 := turn("t3", 2)
+	commit(t, st, threadA, "w2", 0, t3)
+	wantHistory(t, st, threadA, t3)
+}
+
+func sameSettings(a, b agent.ChannelSettings) bool {
+	return a.Version == b.Version && maps.Equal(a.Tools, b.Tools)
+}
+
+func (s suite) testSettings(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	ctx := t.Context()
+	get := func(key agent.SessionKey, want agent.ChannelSettings) {
+		t.Helper()
+		got, err := st.Settings(ctx, key)
+		if err != nil {
+			t.Fatalf("Settings(%v): %v", key, err)
+		}
+		if !sameSettings(got, want) {
+			t.Fatalf("Settings(%v) = %+v, want %+v", key, got, want)
+		}
+	}
+	set := func(key agent.SessionKey, in, want agent.ChannelSettings) {
+		t.Helper()
+		got, err := st.SetSettings(ctx, key, in)
+		if err != nil {
+			t.Fatalf("SetSettings(%v, %+v): %v", key, in, err)
+		}
+		if !sameSettings(got, want) {
+			t.Fatalf("SetSettings(%v, %+v) = %+v, want %+v", key, in, got, want)
+		}
+	}
+
+	get(chanA, agent.ChannelSettings{})
+
+	v1 := map[string]agent.ToolMode{"shell": agent.ToolDeny, "read": agent.ToolAllow, "fetch": agent.ToolAsk}
+	set(chanA, agent.ChannelSettings{Tools: v1}, agent.ChannelSettings{Version: 1, Tools: v1})
+	get(chanA, agent.ChannelSettings{Version: 1, Tools: v1})
+	// A thread follows its channel's policy.
+	get(threadA, agent.ChannelSettings{Version: 1, Tools: v1})
+
+	for _, stale := range []int64{0, 2, 7, -1} {
+		_, err := st.SetSettings(ctx, chanA, agent.ChannelSettings{Version: stale, Tools: map[string]agent.ToolMode{"shell": agent.ToolAllow}})
+		wantErr(t, fmt.Sprintf("SetSettings with version %d over 1", stale), err, agent.ErrVersionConflict)
+	}
+	get(chanA, agent.ChannelSettings{Version: 1, Tools: v1})
+
+	// A write replaces the tool map; it does not merge.
+	v2 := map[string]agent.ToolMode{"shell": agent.ToolAsk}
+	set(chanA, agent.ChannelSettings{Version: 1, Tools: v2}, agent.ChannelSettings{Version: 2, Tools: v2})
+	set(threadA, agent.ChannelSettings{Version: 2}, agent.ChannelSettings{Version: 3})
+	get(chanA, agent.ChannelSettings{Version: 3})
+
+	get(chanB, agent.ChannelSettings{})
+	set(chanB, agent.ChannelSettings{Tools: v2}, agent.ChannelSettings{Version: 1, Tools: v2})
+	get(chanA, agent.ChannelSettings{Version: 3})
+	get(agent.SessionKey{Platform: "telegram", Chat: "C1"}, agent.ChannelSettings{})
+}
+
+func (s suite) testRoundTrip(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	full := agent.Inbound{
+		Key:       threadA,
+		MessageID: "1700000000.000300",
+		User:      agent.User{ID: "U123", Name: "Zoë Ünicode 🚢", Admin: true},
+		Text:      "héllo 世界 🚢 <b>&amp;</b>\n\t\"quoted\" \\ back\u2028line %s {}",
+		Files: []agent.File{
+			{Name: "report ü.pdf", Path: "inbox/report ü.pdf", MIME: "application/pdf", Size: 123456789},
+			{Name: "plain.txt"},
+		},
+		Addressed: true,
+		Time:      time.Date(2025, 3, 4, 5, 6, 7, 890123456, time.FixedZone("X", 5*3600+1800)),
+		ReplyTo:   "reply-42",
+	}
+	bare := agent.Inbound{Key: threadA, MessageID: "bare", Time: time.Unix(0, 0).UTC()}
+	enqueue(t, st, full, true)
+	enqueue(t, st, bare, true)
+	c := claim(t, st, threadA, "w1", minute)
+	if len(c.Mailbox) != 2 {
+		t.Fatalf("mailbox has %d messages, want 2", len(c.Mailbox))
+	}
+	for i, want := range []agent.Inbound{full, bare} {
+		got := c.Mailbox[i]
+		if !got.Time.Equal(want.Time) {
+			t.Errorf("Time = %v, want %v", got.Time, want.Time)
+		}
+		got.Time = want.Time
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("mailbox[%d] =\n%s\nwant\n%s", i, jsonString(got), jsonString(want))
+		}
+	}
+
+	tn := []agent.Message{
+		{Role: agent.RoleUser, Content: "lis le fichier « a<b>&c.txt » 世界"},
+		{Role: agent.RoleAssistant, Content: "Je regarde.", ToolCalls: []agent.ToolCall{
+			{ID: "call_1", Name: "read", Args: json.RawMessage(`{"path":"a<b>&c.txt","n":1,"nested":{"x":[1,2.5,{"y":"世界"}],"z":null,"t":true}}`)},
+			{ID: "call_2", Name: "shell", Args: json.RawMessage(`{}`)},
+		}},
+		{Role: agent.RoleTool, ToolCallID: "call_1", ToolName: "read", Content: "contents ✓\x01"},
+		{Role: agent.RoleTool, ToolCallID: "call_2", ToolName: "shell", Content: ""},
+		{Role: agent.RoleAssistant, Content: "Voilà 🚢"},
+	}
+	commit(t, st, threadA, "w1", 2, tn)
+	wantHistory(t, st, threadA, tn)
+	c = claim(t, st, threadA, "w1", minute)
+	sameMessages(t, "Claim history", c.History, tn)
+}
+
+func (s suite) testCanceled(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := st.Enqueue(ctx, inbound(threadA, "m1"))
+	wantErr(t, "Enqueue with a canceled context", err, context.Canceled)
+	_, err = st.Claim(ctx, threadA, "w1", minute)
+	wantErr(t, "Claim with a canceled context", err, context.Canceled)
+	wantPending(t, st, threadA, 0)
+	claim(t, st, threadA, "w2", minute)
+}
+
+// parallel runs fn(i) for i in [0, n) at once and waits for all of them.
+func parallel(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+func (s suite) testConcurrentEnqueue(t *testing.T) {
+	const workers, shared = 8, 20
+	st := s.store(t, agent.Retention{})
+	ctx := t.Context()
+	var mu sync.Mutex
+	added := map[string]int{}
+	var errs []error
+	parallel(workers, func(w int) {
+		ids := []string{fmt.Sprintf("own-%d", w)}
+		for i := range shared {
+			ids = append(ids, fmt.Sprintf("shared-%d", (i+w)%shared))
+		}
+		for _, id := range ids {
+			ok, err := st.Enqueue(ctx, inbound(threadA, id))
+			mu.Lock()
+			if err != nil {
+				errs = append(errs, err)
+			} else if ok {
+				added[id]++
+			}
+			mu.Unlock()
+		}
+	})
+	if len(errs) > 0 {
+		t.Fatalf("Enqueue: %v", errors.Join(errs...))
+	}
+	if len(added) != workers+shared {
+		t.Fatalf("%d distinct IDs added, want %d", len(added), workers+shared)
+	}
+	for id, n := range added {
+		if n != 1 {
+			t.Errorf("%s added %d times", id, n)
+		}
+	}
+	wantPending(t, st, threadA, workers+shared)
+	c := claim(t, st, threadA, "w1", minute)
+	seen := map[string]bool{}
+	for _, in := range c.Mailbox {
+		if seen[in.MessageID] || added[in.MessageID] != 1 {
+			t.Errorf("mailbox holds %q unexpectedly", in.MessageID)
+		}
+		seen[in.MessageID] = true
+	}
+}
+
+func (s suite) testConcurrentClaim(t *testing.T) {
+	const owners = 16
+	st := s.store(t, agent.Retention{})
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	errs := make([]error, owners)
+	parallel(owners, func(i int) {
+		_, errs[i] = st.Claim(t.Context(), threadA, fmt.Sprintf("w%d", i), minute)
+	})
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("both w%d and w%d claimed the session", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, agent.ErrLeaseHeld):
+			t.Fatalf("Claim by w%d: %v", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("nobody claimed the session")
+	}
+	commit(t, st, threadA, fmt.Sprintf("w%d", winner), 1, turn("won", 2))
+}
+
+func (s suite) testConcurrentSetSettings(t *testing.T) {
+	const writers = 16
+	st := s.store(t, agent.Retention{})
+	for version := range int64(3) {
+		results := make([]agent.ChannelSettings, writers)
+		errs := make([]error, writers)
+		parallel(writers, func(i int) {
+			in := agent.ChannelSettings{Version: version, Tools: map[string]agent.ToolMode{fmt.Sprintf("tool%d", i): agent.ToolAllow}}
+			results[i], errs[i] = st.SetSettings(t.Context(), chanA, in)
+		})
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("version %d: both writer %d and %d won", version, winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, agent.ErrVersionConflict):
+				t.Fatalf("version %d: SetSettings by writer %d: %v", version, i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("version %d: no writer won", version)
+		}
+		if results[winner].Version != version+1 {
+			t.Fatalf("version %d: winner got version %d", version, results[winner].Version)
+		}
+		got, err := st.Settings(t.Context(), chanA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameSettings(got, results[winner]) {
+			t.Fatalf("version %d: stored %+v, winner wrote %+v", version, got, results[winner])
+		}
+	}
+}
