@@ -22,6 +22,7 @@ func (c *Config) Redacted() string {
 	}
 	if v := lookupNode(&root, "store", "redis_url"); v != nil && c.Store.RedisURL != "" {
 		v.Value = redactURL(c.Store.RedisURL.Reveal())
+		v.Style = 0 // the encoder quoted "[redacted]"; let it decide anew
 	}
 	if c.meta != nil {
 		for key, name := range c.meta.env {

@@ -2,14 +2,17 @@ package config
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
+	"strconv"
 )
 
 const redactedText = "[redacted]"
 
 // Secret is a configuration value that must not leak: an API key, a bot
 // token, a signing secret, a URL with a password in it. Every way of
-// printing or encoding it (fmt verbs, JSON, YAML, text, slog) yields
+// printing or encoding it (every fmt verb, JSON, YAML, text, slog) yields
 // "[redacted]", or "" when it is empty, so a config can be logged whole.
 // Code that needs the value calls [Secret.Reveal].
 //
@@ -34,6 +37,19 @@ func (s Secret) GoString() string {
 		return `""`
 	}
 	return redactedText
+}
+
+// Format makes every fmt verb print the redacted form. Without it a verb
+// that does not fit a string, such as %d, prints the raw value.
+func (s Secret) Format(f fmt.State, verb rune) {
+	switch {
+	case verb == 'v' && f.Flag('#'):
+		io.WriteString(f, s.GoString())
+	case verb == 'q':
+		io.WriteString(f, strconv.Quote(s.String()))
+	default:
+		io.WriteString(f, s.String())
+	}
 }
 
 // MarshalText implements [encoding.TextMarshaler] with the redacted form.
