@@ -1,0 +1,256 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	goai "github.com/sashabaranov/go-openai"
+
+	"github.com/firstmate/firstmate/agent"
+)
+
+// Model is an [agent.Model] served by an OpenAI-compatible chat completion
+// API. It is safe for concurrent use.
+type Model struct {
+	cfg    Config
+	client *goai.Client
+
+	// sleep waits between attempts; tests replace it to run without waiting.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+var _ agent.Model = (*Model)(nil)
+
+// New validates cfg and returns a model. It does not contact the server;
+// [Model.ListModels] does, for a health check.
+func New(cfg Config) (*Model, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		// No Client.Timeout: it would cut a long stream. Each attempt has
+		// its own idle timeout instead (see Config.Timeout).
+		hc = &http.Client{Transport: http.DefaultTransport}
+	}
+	cc := goai.DefaultConfig(cfg.APIKey)
+	cc.BaseURL = cfg.BaseURL
+	cc.HTTPClient = recordingDoer{next: hc}
+	return &Model{cfg: cfg, client: goai.NewClientWithConfig(cc), sleep: sleepCtx}, nil
+}
+
+// Name returns the configured model name.
+func (m *Model) Name() string { return m.cfg.Model }
+
+// Complete streams one chat completion, retrying as [Config] allows. A
+// failure is a *agent.ModelError, or the context's error when ctx ended.
+func (m *Model) Complete(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+	creq, err := m.chatRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	// Text that reached OnText cannot be taken back, so once some did, a
+	// failure is final: a retry would show the person the start twice.
+	var sent bool
+	emit := func(s string) {
+		if s == "" || req.OnText == nil {
+			return
+		}
+		sent = true
+		req.OnText(s)
+	}
+	var resp *agent.Response
+	err = m.retry(ctx, func() bool { return sent }, func(ctx context.Context) error {
+		var err error
+		resp, err = m.attempt(ctx, creq, req, emit)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// ListModels returns the names of the models the server offers, sorted.
+// It makes one attempt, for a quick health check.
+func (m *Model) ListModels(ctx context.Context) ([]string, error) {
+	actx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+	defer cancel()
+	rec := &record{}
+	list, err := m.client.ListModels(withRecord(actx, rec))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, m.modelError(rec, 1, describe(err, rec, m.cfg.Timeout))
+	}
+	ids := make([]string, 0, len(list.Models))
+	for _, mod := range list.Models {
+		ids = append(ids, mod.ID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// chatRequest builds the API request; it is the same for every attempt.
+func (m *Model) chatRequest(req *agent.Request) (goai.ChatCompletionRequest, error) {
+	tools := slices.Clone(req.Tools)
+	// Sorted already by contract; sorting again costs nothing and keeps
+	// the prompt byte-stable (provider prompt caches) if a caller forgets.
+	slices.SortStableFunc(tools, func(a, b agent.ToolSpec) int { return strings.Compare(a.Name, b.Name) })
+	for _, t := range tools {
+		if len(t.Schema) > 0 && !json.Valid(t.Schema) {
+			return goai.ChatCompletionRequest{}, fmt.Errorf("openai: tool %s has a schema that is not valid JSON", t.Name)
+		}
+	}
+	creq := goai.ChatCompletionRequest{
+		Model:         m.cfg.Model,
+		Stream:        true,
+		StreamOptions: &goai.StreamOptions{IncludeUsage: true},
+	}
+	if m.cfg.ToolProtocol == ToolsText {
+		creq.Messages = textMessages(req.System, req.Messages, tools)
+		if len(tools) > 0 {
+			// Models without native tools like to invent the result of
+			// their own call; stop them where a result would begin.
+			creq.Stop = []string{resultOpen}
+		}
+	} else {
+		creq.Messages = nativeMessages(req.System, req.Messages)
+		for _, t := range tools {
+			creq.Tools = append(creq.Tools, goai.Tool{Type: goai.ToolTypeFunction, Function: &goai.FunctionDefinition{
+				Name: t.Name, Description: t.Description, Parameters: schemaOf(t),
+			}})
+		}
+	}
+	if t := m.cfg.Temperature; t != nil {
+		// go-openai omits a zero temperature (omitempty), which means the
+		// server default (usually 1), not 0; the smallest float32 is 0 in
+		// effect and survives.
+		creq.Temperature = max(float32(*t), math.SmallestNonzeroFloat32)
+	}
+	if n := m.cfg.MaxTokens; n > 0 {
+		if reasoningModel(m.cfg.Model) {
+			creq.MaxCompletionTokens = n // these models refuse max_tokens
+		} else {
+			creq.MaxTokens = n // what most compatible servers understand
+		}
+	}
+	return creq, nil
+}
+
+func schemaOf(t agent.ToolSpec) json.RawMessage {
+	if len(t.Schema) == 0 {
+		return json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	return t.Schema
+}
+
+func reasoningModel(name string) bool {
+	for _, p := range []string{"o1", "o3", "o4", "gpt-5", "gpt-6"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// errIdle is the cause of an attempt that heard nothing for Config.Timeout.
+var errIdle = errors.New("idle timeout")
+
+// attempt makes one streamed call.
+func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, req *agent.Request, emit func(string)) (*agent.Response, error) {
+	rec := &record{}
+	actx, cancel := context.WithCancelCause(withRecord(ctx, rec))
+	defer cancel(nil)
+	idle := time.AfterFunc(m.cfg.Timeout, func() { cancel(errIdle) })
+	defer idle.Stop()
+
+	stream, err := m.client.CreateChatCompletionStream(actx, creq)
+	if err != nil {
+		return nil, &attemptError{rec: rec, err: describe(causeOf(actx, err), rec, m.cfg.Timeout)}
+	}
+	defer stream.Close()
+
+	text := m.cfg.ToolProtocol == ToolsText
+	var (
+		content strings.Builder
+		calls   callAccumulator
+		usage   agent.Usage
+		finish  goai.FinishReason
+		chunks  int
+		filter  = proseFilter{emit: emit}
+	)
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break // [DONE], or a server that just closes the stream
+		}
+		if err != nil {
+			return nil, &attemptError{rec: rec, err: describe(causeOf(actx, err), rec, m.cfg.Timeout)}
+		}
+		idle.Reset(m.cfg.Timeout)
+		chunks++
+		if u := chunk.Usage; u != nil {
+			usage = agent.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+		}
+		for _, ch := range chunk.Choices {
+			if ch.Index != 0 {
+				continue // only one choice is asked for
+			}
+			d := ch.Delta.Content
+			if d == "" {
+				d = ch.Delta.Refusal
+			}
+			if d != "" {
+				content.WriteString(d)
+				if text {
+					filter.write(d)
+				} else {
+					emit(d)
+				}
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				calls.add(tc)
+			}
+			if ch.FinishReason != "" {
+				finish = ch.FinishReason
+			}
+		}
+	}
+	if chunks == 0 {
+		return nil, &attemptError{rec: rec, err: errors.New("the server closed the stream without sending anything")}
+	}
+	cut := finish == goai.FinishReasonLength
+	msg := agent.Message{Role: agent.RoleAssistant}
+	if text {
+		filter.flush()
+		prose, parsed := parseToolCalls(content.String(), req.Tools)
+		msg.Content = prose
+		for _, p := range parsed {
+			msg.ToolCalls = append(msg.ToolCalls, p.toolCall(cut))
+		}
+	} else {
+		msg.Content = content.String()
+		msg.ToolCalls = calls.finish(cut)
+	}
+	return &agent.Response{Message: msg, Usage: usage}, nil
+}
+
+// causeOf replaces the context error of an attempt that timed out with
+// the reason, so the message says "timed out" rather than "canceled".
+func causeOf(actx context.Context, err error) error {
+	if errors.Is(context.Cause(actx), errIdle) {
+		return errIdle
+	}
+	return err
+}
