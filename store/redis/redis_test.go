@@ -1,0 +1,376 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/store/storetest"
+)
+
+func redisURL() string {
+	if u := os.Getenv("REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379"
+}
+
+// newClient connects to the test Redis. Without one the test is skipped,
+// except in CI, where a missing Redis is a broken setup.
+func newClient(t testing.TB) *goredis.Client {
+	t.Helper()
+	o, err := parseURL(redisURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(o)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no Redis at %s (CI is set): %v", o.Addr, err)
+		}
+		t.Skipf("no Redis at %s: %v", o.Addr, err)
+	}
+	return c
+}
+
+// testPrefix returns a fresh key prefix and deletes its keys when t ends.
+func testPrefix(t testing.TB) string {
+	t.Helper()
+	prefix := "fmtest-" + rand.Text()[:12]
+	t.Cleanup(func() {
+		c := newClient(t)
+		defer c.Close()
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("scanning test keys: %v", err)
+		}
+		if len(keys) > 0 {
+			if err := c.Del(ctx, keys...).Err(); err != nil {
+				t.Errorf("deleting test keys: %v", err)
+			}
+		}
+	})
+	return prefix
+}
+
+func newStore(t testing.TB, ret agent.Retention) (*Store, *goredis.Client) {
+	t.Helper()
+	c := newClient(t)
+	return New(c, Options{Prefix: testPrefix(t), Retention: ret}), c
+}
+
+func TestConformance(t *testing.T) {
+	newClient(t).Close() // skip early, not once per subtest
+	storetest.Run(t, func(t *testing.T, ret agent.Retention) agent.Store {
+		s, _ := newStore(t, ret)
+		return s
+	})
+}
+
+// keysOf lists the keys under s's prefix.
+func keysOf(t *testing.T, c *goredis.Client, s *Store) []string {
+	t.Helper()
+	keys, err := c.Keys(t.Context(), s.prefix+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func TestEveryKeyExpiresButSettings(t *testing.T) {
+	s, c := newStore(t, agent.Retention{})
+	defer s.Close()
+	ctx := t.Context()
+	key := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}
+	if _, err := s.Enqueue(ctx, agent.Inbound{Key: key, MessageID: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(ctx, agent.Inbound{Key: key, MessageID: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Seen(ctx, agent.Inbound{Key: key, MessageID: "3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, key, "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, key, "w", 1, []agent.Message{{Role: agent.RoleUser, Content: "hi"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetSettings(ctx, key.Channel(), agent.ChannelSettings{}); err != nil {
+		t.Fatal(err)
+	}
+
+	keys := keysOf(t, c, s)
+	want := map[string]bool{
+		s.key(mailbox, key, ""): true, s.key(history, key, ""): true, s.key(lease, key, ""): true,
+		s.key(dedup, key, "1"): true, s.key(dedup, key, "2"): true, s.key(dedup, key, "3"): true,
+		s.key(settings, key, ""): true,
+	}
+	if len(keys) != len(want) {
+		t.Fatalf("keys = %q, want %d keys", keys, len(want))
+	}
+	for _, k := range keys {
+		if !want[k] {
+			t.Errorf("unexpected key %q", k)
+		}
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == s.key(settings, key, "") {
+			if ttl >= 0 {
+				t.Errorf("settings key %q has a TTL (%v)", k, ttl)
+			}
+			continue
+		}
+		if ttl <= 0 {
+			t.Errorf("key %q has no TTL (%v)", k, ttl)
+		}
+	}
+}
+
+// hashTag returns the part of k Redis Cluster hashes, by Redis's rule: the
+// text between the first '{' and the first '}' after it, if not empty.
+func hashTag(k string) string {
+	if i := strings.IndexByte(k, '{'); i >= 0 {
+		if j := strings.IndexByte(k[i+1:], '}'); j > 0 {
+			return k[i+1 : i+1+j]
+		}
+	}
+	return k
+}
+
+func TestKeysOfASessionShareASlot(t *testing.T) {
+	s := &Store{prefix: DefaultPrefix}
+	for _, key := range []agent.SessionKey{
+		{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"},
+		{Platform: "slack", Team: "T1", Chat: "C1"},
+		{Platform: "telegram", Chat: "-100123", Thread: "7"},
+		{Platform: "x", Chat: "a}b{c", Thread: "}{"},
+		{Platform: "x", Team: "{", Chat: "}"},
+	} {
+		tag := hashTag(s.key(mailbox, key, ""))
+		for _, k := range []string{
+			s.key(history, key, ""), s.key(lease, key, ""),
+			s.key(dedup, key, "1700.02"), s.key(dedup, key, "}{"),
+			s.key(settings, key, ""),
+			s.key(mailbox, key.Channel(), ""),
+		} {
+			if got := hashTag(k); got != tag {
+				t.Errorf("%v: key %q hashes %q, mailbox hashes %q", key, k, got, tag)
+			}
+		}
+	}
+	if got, want := s.key(mailbox, agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}, ""),
+		"fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:mbox"; got != want {
+		t.Errorf("mailbox key = %q, want %q", got, want)
+	}
+}
+
+// countHook counts round trips: one per command, one per pipeline.
+type countHook struct{ n atomic.Int64 }
+
+func (h *countHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *countHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// turnOf is a dispatcher turn: a user message, a tool call and its result,
+// the answer.
+var turnOf = []agent.Message{
+	{Role: agent.RoleUser, Content: "what is in the workspace?"},
+	{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{{ID: "c1", Name: "ls", Args: []byte(`{"path":"."}`)}}},
+	{Role: agent.RoleTool, ToolCallID: "c1", ToolName: "ls", Content: "a.txt\nb.txt"},
+	{Role: agent.RoleAssistant, Content: "Two files: a.txt and b.txt."},
+}
+
+// runTurn is what the dispatcher does with one incoming message: Enqueue,
+// Claim, Commit, Release.
+func runTurn(ctx context.Context, s *Store, in agent.Inbound, owner string) (claimed int, err error) {
+	if _, err := s.Enqueue(ctx, in); err != nil {
+		return 0, err
+	}
+	c, err := s.Claim(ctx, in.Key, owner, time.Minute)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.Commit(ctx, in.Key, owner, len(c.Mailbox), turnOf); err != nil {
+		return 0, err
+	}
+	if _, err := s.Release(ctx, in.Key, owner); err != nil {
+		return 0, err
+	}
+	return len(c.Mailbox), nil
+}
+
+func TestTurnRoundTrips(t *testing.T) {
+	const sessionLen = 50
+	s, c := newStore(t, agent.Retention{})
+	defer s.Close()
+	hook := &countHook{}
+	c.AddHook(hook)
+	ctx := t.Context()
+	key := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}
+
+	// Warm up the connection and the server's script cache on another
+	// session, then give this one a 50-message history and 49 waiting
+	// messages.
+	warm := key
+	warm.Thread = "warm"
+	if _, err := runTurn(ctx, s, agent.Inbound{Key: warm, MessageID: "w"}, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, key, "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for range sessionLen / len(turnOf) {
+		if err := s.Commit(ctx, key, "w", 0, turnOf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Commit(ctx, key, "w", 0, turnOf[:sessionLen%len(turnOf)]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Release(ctx, key, "w"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range sessionLen - 1 {
+		if _, err := s.Enqueue(ctx, agent.Inbound{Key: key, MessageID: fmt.Sprint(i), Text: "message"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	hook.n.Store(0)
+	claimed, err := runTurn(ctx, s, agent.Inbound{Key: key, MessageID: "last", Text: "message"}, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claimed != sessionLen {
+		t.Fatalf("claimed %d messages, want %d", claimed, sessionLen)
+	}
+	n := hook.n.Load()
+	t.Logf("Enqueue+Claim+Commit+Release on a session of %d messages of history and %d waiting: %d round trips", sessionLen, sessionLen, n)
+	if n > 6 {
+		t.Errorf("a turn took %d round trips, want at most 6", n)
+	}
+}
+
+func BenchmarkTurn(b *testing.B) {
+	s, c := newStore(b, agent.Retention{MaxTurns: 50 / len(turnOf)})
+	defer s.Close()
+	hook := &countHook{}
+	c.AddHook(hook)
+	ctx := b.Context()
+	key := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}
+	i := 0
+	for b.Loop() {
+		i++
+		if _, err := runTurn(ctx, s, agent.Inbound{Key: key, MessageID: fmt.Sprint(i), Text: "message"}, "w"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(hook.n.Load())/float64(b.N), "roundtrips/op")
+}
+
+func TestOpen(t *testing.T) {
+	newClient(t).Close()
+	s, err := Open(t.Context(), redisURL(), Options{Prefix: testPrefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Settings(t.Context(), agent.SessionKey{Platform: "x", Chat: "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	for _, url := range []string{
+		"",
+		"localhost:6379",
+		"http://localhost:6379",
+		"redis://user:s3cret@bad host:6379/0",
+		"redis://user:s3cret@localhost:6379/notadb",
+		"redis://user:s3cret@127.0.0.1:1/0", // nothing listens on port 1
+	} {
+		_, err := Open(ctx, url, Options{})
+		if err == nil {
+			t.Errorf("Open(%q) succeeded", url)
+			continue
+		}
+		if !strings.Contains(err.Error(), "REDIS_URL") {
+			t.Errorf("Open(%q) error does not name REDIS_URL: %v", url, err)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open(%q) error leaks the password: %v", url, err)
+		}
+	}
+	if _, err := Open(ctx, redisURL(), Options{Prefix: "a{b}"}); err == nil {
+		t.Error("Open with a brace in the prefix succeeded")
+	}
+}
+
+func TestParseURL(t *testing.T) {
+	o, err := parseURL("rediss://alice:s3cret@redis.example.com:6380/3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.TLSConfig == nil {
+		t.Fatal("rediss:// did not enable TLS")
+	}
+	if o.TLSConfig.ServerName != "redis.example.com" {
+		t.Errorf("TLS server name = %q", o.TLSConfig.ServerName)
+	}
+	if o.Addr != "redis.example.com:6380" || o.DB != 3 || o.Username != "alice" || o.Password != "s3cret" {
+		t.Errorf("parsed %q, db %d, user %q, password %q", o.Addr, o.DB, o.Username, o.Password)
+	}
+
+	o, err = parseURL("redis://localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.TLSConfig != nil || o.Addr != "localhost:6379" || o.DB != 0 {
+		t.Errorf("redis://localhost parsed as %q, db %d, TLS %v", o.Addr, o.DB, o.TLSConfig != nil)
+	}
+}
+
+func TestNewPanicsOnBraces(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("New with a brace in the prefix did not panic")
+		}
+	}()
+	New(nil, Options{Prefix: "x}"})
+}
