@@ -279,3 +279,25 @@ func FuzzParseToolCalls(f *testing.F) {
 		}
 	})
 }
+
+// The examples the system prompt teaches parse the way it says.
+func TestPromptExamplesParse(t *testing.T) {
+	prompt := toolPrompt(testTools)
+	_, calls := parseToolCalls(prompt, testTools)
+	want := []wantCall{
+		{name: "tool_name", err: "there is no tool named tool_name"},
+		{name: "read", args: `{"path":"notes.md","offset":1,"limit":20}`},
+		{name: "read", args: `{"path":"notes.md","limit":20}`},
+		{name: "write", args: `{"path":"a.txt","content":"first line\nsecond line\n"}`},
+		{name: "write", args: `{"path":"hello.py","content":"print(\"hello\\n\")\n"}`},
+	}
+	if len(calls) < len(want) {
+		t.Fatalf("parsed %d calls from the prompt", len(calls))
+	}
+	for i, w := range want {
+		c := calls[i]
+		if c.Name != w.name || (w.err == "" && (c.Err != nil || string(c.Args) != w.args)) || (w.err != "" && (c.Err == nil || !strings.Contains(c.Err.Error(), w.err))) {
+			t.Errorf("example %d = %s %s %v, want %+v", i, c.Name, c.Args, c.Err, w)
+		}
+	}
+}

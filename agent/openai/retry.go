@@ -51,9 +51,15 @@ func (d recordingDoer) Do(req *http.Request) (*http.Response, error) {
 // the millisecond retry-after-ms that OpenAI also sends.
 func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	const most = 24 * time.Hour // keeps absurd values from overflowing
+	clamp := func(f float64) time.Duration {
+		if f > float64(most) {
+			return most
+		}
+		return time.Duration(f)
+	}
 	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
-			return min(time.Duration(ms*float64(time.Millisecond)), most), true
+			return clamp(ms * float64(time.Millisecond)), true
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
@@ -61,7 +67,7 @@ func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-		return min(time.Duration(s*float64(time.Second)), most), true
+		return clamp(s * float64(time.Second)), true
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return min(max(t.Sub(now), 0), most), true
@@ -162,10 +168,11 @@ func retryable(rec *record, err error) bool {
 // backoff is exponential with full jitter: a random wait up to base·2ⁿ⁻¹,
 // capped, so that many clients refused at once do not return at once.
 func backoff(base time.Duration, attempt int) time.Duration {
-	ceil := maxBackoff
-	if attempt-1 < 30 {
-		ceil = min(base<<(attempt-1), maxBackoff)
+	ceil := base
+	for i := 1; i < attempt && ceil < maxBackoff; i++ {
+		ceil *= 2 // stops long before it could overflow
 	}
+	ceil = min(ceil, maxBackoff)
 	if ceil <= 0 {
 		return 0
 	}

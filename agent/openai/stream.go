@@ -43,7 +43,8 @@ func (a *callAccumulator) add(tc goai.ToolCall) {
 	if c.id == "" {
 		c.id = tc.ID
 	}
-	// A name on a later delta is either repeated or, rarely, a piece.
+	// A name on a later delta of the same call is repeated, or, from a
+	// server that splits names, the next piece of it.
 	if n := tc.Function.Name; n != "" && n != c.name {
 		c.name += n
 	}
@@ -70,9 +71,10 @@ func (a *callAccumulator) find(idx int, id, name string) *partialCall {
 		return nil
 	case id != "" && last.id != "":
 		return nil // a new ID at a used index: the next parallel call
-	case id == "" && name != "" && last.name != "" && complete(last.args.String()):
-		// No ID, and a name after a finished call: a server that sends
-		// each whole call at the same index without IDs.
+	case id == "" && name != "" && last.name != "" && (name != last.name || complete(last.args.String())):
+		// No ID, and another name, or the same name after finished
+		// arguments: a server that sends each whole call at the same
+		// index without IDs. (Servers send a name whole, in one delta.)
 		return nil
 	}
 	return last

@@ -6,9 +6,7 @@ import (
 	"strings"
 )
 
-// The demo's two tool calls, in both protocols.
 const (
-	demoContent = "hello from firstmate\n"
 	// demoTextCalls is the demo's reply in firstmate's [TOOL] text protocol.
 	demoTextCalls = "Let me look around and leave a note.\n" +
 		`[TOOL] ls(".") [/TOOL]` + "\n" +
@@ -35,10 +33,10 @@ func Demo(req *Request) Reply {
 	offered := req.ToolNames()
 	var calls []ToolCall
 	if slices.Contains(offered, "ls") {
-		calls = append(calls, Call("ls", map[string]string{"path": "."}))
+		calls = append(calls, Call("ls", `{"path":"."}`))
 	}
 	if slices.Contains(offered, "write") {
-		calls = append(calls, Call("write", map[string]string{"path": "hello.txt", "content": demoContent}))
+		calls = append(calls, Call("write", `{"path":"hello.txt","content":"hello from firstmate\n"}`))
 	}
 	if len(calls) == 0 {
 		return Text(fmt.Sprintf("This is fakellm's demo, not a real model. You said: %q. "+

@@ -243,9 +243,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if reply.Delay > 0 && !s.wait(r, reply.Delay) {
 		return
 	}
-	if reply.FaultAfter == 0 && reply.Fault != NoFault {
-		s.fault(r, reply.Fault)
-		return
+	if reply.Fault != NoFault && (reply.FaultAfter == 0 || !req.Stream) {
+		// Before any response (a non-streamed answer has no chunks to
+		// write first), an error event can only be an HTTP error.
+		if reply.Fault != ErrorEvent {
+			s.fault(w, r, reply)
+			return
+		}
+		reply.Status = http.StatusInternalServerError
 	}
 	if reply.Status != 0 {
 		if reply.RetryAfter != "" {
@@ -275,12 +280,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 // fault breaks the response. http.ErrAbortHandler makes net/http close the
 // connection without finishing the body, which is what a crashed or
 // restarted server looks like to the client.
-func (s *Server) fault(r *http.Request, f Fault) {
-	if f == Hang {
+func (s *Server) fault(w http.ResponseWriter, r *http.Request, reply Reply) {
+	switch reply.Fault {
+	case Hang:
 		select {
 		case <-r.Context().Done():
 		case <-s.done:
 		}
+		return
+	case ErrorEvent:
+		b, _ := json.Marshal(apiError{Error: apiErrorBody{Message: reply.Message, Type: "server_error"}})
+		fmt.Fprintf(w, "data: %s\n\n", b)
 		return
 	}
 	panic(http.ErrAbortHandler)
@@ -353,7 +363,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, re
 	rc := http.NewResponseController(w)
 	for i, c := range chunks {
 		if reply.Fault != NoFault && i == reply.FaultAfter {
-			s.fault(r, reply.Fault)
+			s.fault(w, r, reply)
 			return
 		}
 		b, err := json.Marshal(c)
@@ -368,7 +378,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, re
 		}
 	}
 	if reply.Fault != NoFault {
-		s.fault(r, reply.Fault)
+		s.fault(w, r, reply)
 		return
 	}
 	if !reply.NoDone {

@@ -46,6 +46,10 @@ const (
 	Drop
 	// Hang stops answering until the client gives up or the server closes.
 	Hang
+	// ErrorEvent sends an error as a stream event ("data: {"error": …}")
+	// with Reply.Message, as servers do once the 200 status is out, and
+	// ends the stream. Before any chunk it answers 500 instead.
+	ErrorEvent
 )
 
 // ToolCall is a scripted tool call. ID is generated when empty.
@@ -101,6 +105,8 @@ func (r Reply) kind() string {
 		return fmt.Sprintf("drop after %d chunks", r.FaultAfter)
 	case r.Fault == Hang:
 		return fmt.Sprintf("hang after %d chunks", r.FaultAfter)
+	case r.Fault == ErrorEvent:
+		return fmt.Sprintf("error event after %d chunks", r.FaultAfter)
 	case r.Status != 0:
 		return fmt.Sprintf("HTTP %d", r.Status)
 	case len(r.ToolCalls) > 0:
