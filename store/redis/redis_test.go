@@ -3,9 +3,11 @@ package redis
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +25,12 @@ func redisURL() string {
 	return "redis://127.0.0.1:6379"
 }
 
+// probe pings the test Redis once for the whole package.
+var probe struct {
+	once sync.Once
+	err  error
+}
+
 // newClient connects to the test Redis. Without one the test is skipped,
 // except in CI, where a missing Redis is a broken setup.
 func newClient(t testing.TB) *goredis.Client {
@@ -31,25 +39,28 @@ func newClient(t testing.TB) *goredis.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := goredis.NewClient(o)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
+	probe.once.Do(func() {
+		c := goredis.NewClient(o)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		probe.err = c.Ping(ctx).Err()
+	})
+	if probe.err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("no Redis at %s (CI is set): %v", o.Addr, err)
+			t.Fatalf("no Redis at %s (CI is set): %v", o.Addr, probe.err)
 		}
-		t.Skipf("no Redis at %s: %v", o.Addr, err)
+		t.Skipf("no Redis at %s: %v", o.Addr, probe.err)
 	}
-	return c
+	return goredis.NewClient(o)
 }
 
 // testPrefix returns a fresh key prefix and deletes its keys when t ends.
 func testPrefix(t testing.TB) string {
 	t.Helper()
+	c := newClient(t)
 	prefix := "fmtest-" + rand.Text()[:12]
 	t.Cleanup(func() {
-		c := newClient(t)
 		defer c.Close()
 		ctx := context.Background()
 		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
@@ -76,7 +87,7 @@ func newStore(t testing.TB, ret agent.Retention) (*Store, *goredis.Client) {
 }
 
 func TestConformance(t *testing.T) {
-	newClient(t).Close() // skip early, not once per subtest
+	newClient(t).Close() // skip here, not in every subtest
 	storetest.Run(t, func(t *testing.T, ret agent.Retention) agent.Store {
 		s, _ := newStore(t, ret)
 		return s
@@ -373,4 +384,41 @@ func TestNewPanicsOnBraces(t *testing.T) {
 		}
 	}()
 	New(nil, Options{Prefix: "x}"})
+}
+
+func TestReplicasShareState(t *testing.T) {
+	prefix := testPrefix(t)
+	a := New(newClient(t), Options{Prefix: prefix})
+	defer a.Close()
+	b := New(newClient(t), Options{Prefix: prefix})
+	defer b.Close()
+	ctx := t.Context()
+	key := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}
+
+	if added, err := a.Enqueue(ctx, agent.Inbound{Key: key, MessageID: "1"}); err != nil || !added {
+		t.Fatalf("Enqueue on replica a = %v, %v", added, err)
+	}
+	// Slack retries the event and another replica receives it.
+	if added, err := b.Enqueue(ctx, agent.Inbound{Key: key, MessageID: "1"}); err != nil || added {
+		t.Fatalf("Enqueue of the retry on replica b = %v, %v; want false, nil", added, err)
+	}
+	if _, err := a.Claim(ctx, key, "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Claim(ctx, key, "b", time.Minute); !errors.Is(err, agent.ErrLeaseHeld) {
+		t.Fatalf("Claim on replica b while a holds the lease: %v", err)
+	}
+	if err := a.Commit(ctx, key, "a", 1, turnOf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Release(ctx, key, "a"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.Claim(ctx, key, "b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Mailbox) != 0 || len(c.History) != len(turnOf) {
+		t.Fatalf("replica b claimed %d messages and %d of history, want 0 and %d", len(c.Mailbox), len(c.History), len(turnOf))
+	}
 }

@@ -51,7 +51,7 @@ return 0
 // one list element, trims the history to whole turns and refreshes the
 // session's idle TTL.
 //
-// ARGV: owner, consumed, turn JSON (” for none), -max turns, idle ttl.
+// ARGV: owner, consumed, turn JSON (empty for none), -max turns, idle ttl.
 // Returns 1 if committed, 0 if owner does not hold the lease.
 var commitScript = goredis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
