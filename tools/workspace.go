@@ -192,7 +192,13 @@ func checkInfo(rel string, fi fs.FileInfo, verb string) error {
 		return pathErr(rel, ErrNotRegular, fmt.Sprintf("is %s; only regular files can be %s", KindOf(fi.Mode()), verb))
 	}
 	if n := nlink(fi); n > 1 {
-		return pathErr(rel, ErrHardLinked, fmt.Sprintf("has %d hard links; a file linked from elsewhere cannot be %s here. Copy it with the shell (cp) if it is yours", n, verb))
+		// The other link may be outside the workspace: reading it would leak
+		// that file, writing it in place would change it.
+		hint := ""
+		if verb == "written" {
+			hint = "; delete it first, then write a new file"
+		}
+		return pathErr(rel, ErrHardLinked, fmt.Sprintf("has %d hard links, and a file that is also linked from elsewhere (possibly outside the workspace) cannot be %s%s", n, verb, hint))
 	}
 	return nil
 }
