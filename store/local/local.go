@@ -2,8 +2,8 @@
 // dir, used when no REDIS_URL is set. It serves one process and behaves like
 // store/redis; both pass store/storetest.
 //
-// Every method is one bbolt transaction, so each step is atomic as a Redis
-// script is. TTLs are expiry timestamps checked on every read, which makes
+// Every method touches the file in one bbolt transaction, so each step is
+// atomic as a Redis script is. TTLs are expiry timestamps checked on every read, which makes
 // them exact; a sweeper goroutine deletes expired records now and then only so
 // that the file does not grow without bound.
 //
@@ -77,11 +77,11 @@ func Open(path string, ret agent.Retention) (*Store, error) {
 	return open(path, ret, lockWait)
 }
 
-func open(path string, ret agent.Retention, lockWait time.Duration) (*Store, error) {
+func open(path string, ret agent.Retention, wait time.Duration) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("local store: %w", err)
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockWait})
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: wait})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("local store %s: %w (its lock is held)", path, ErrInUse)
 	}
