@@ -94,6 +94,8 @@ func (w *Workspace) explain(rel string, err error) error {
 		return pathErr(rel, ErrPathEscapes, "leads outside the workspace through a symlink; only files inside the workspace can be used")
 	case errors.Is(err, fs.ErrNotExist):
 		return pathErr(rel, fs.ErrNotExist, "does not exist; use ls or find to see what is there")
+	case errno == syscall.ENOTEMPTY: // before ErrExist, which it also matches
+		return pathErr(rel, fs.ErrExist, "is a directory that is not empty")
 	case errors.Is(err, fs.ErrExist):
 		return pathErr(rel, fs.ErrExist, "already exists")
 	case errno == syscall.ENOTDIR:
@@ -104,8 +106,6 @@ func (w *Workspace) explain(rel string, err error) error {
 		return pathErr(rel, ErrNotRegular, "goes through too many levels of symlinks")
 	case errno == syscall.ENAMETOOLONG:
 		return pathErr(rel, ErrBadPath, "is too long, or resolves through symlinks to a path that is too long")
-	case errno == syscall.ENOTEMPTY || errno == syscall.EEXIST:
-		return pathErr(rel, fs.ErrExist, "is a directory that is not empty")
 	case errno == syscall.ENOSPC || errno == syscall.EDQUOT:
 		return pathErr(rel, err, "could not be written: the workspace is out of space; delete files you no longer need")
 	case errno == syscall.EROFS:

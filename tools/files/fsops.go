@@ -100,7 +100,7 @@ func Move(opts Options) tools.Tool {
 }
 
 // intoDir resolves a destination: an existing directory (or the workspace
-// root) means "into it", keeping src's name.
+// root), or a path ending in "/", means "into it", keeping src's name.
 func intoDir(ws *tools.Workspace, src, to string) (string, error) {
 	dst, err := tools.CleanPath(to)
 	if err != nil {
@@ -109,10 +109,15 @@ func intoDir(ws *tools.Workspace, src, to string) (string, error) {
 	if strings.TrimSpace(to) == "" {
 		return "", &tools.FileError{Path: to, Err: tools.ErrBadPath, Msg: "is empty; give the destination path"}
 	}
-	if dst != src {
-		if fi, err := ws.Stat(dst); err == nil && fi.IsDir() {
-			return path.Join(dst, path.Base(src)), nil
-		}
+	if dst == src {
+		return dst, nil
+	}
+	if fi, err := ws.Stat(dst); err == nil && fi.IsDir() {
+		return path.Join(dst, path.Base(src)), nil
+	}
+	if strings.HasSuffix(to, "/") && dst != "." {
+		// "to/" names a directory to be created, not a new name.
+		return path.Join(dst, path.Base(src)), nil
 	}
 	return dst, nil
 }

@@ -89,7 +89,7 @@ func (o Options) ls(ctx context.Context, ws *tools.Workspace, a LsArgs) (tools.R
 				return nil
 			}
 			child := joinRel(dir, e.Name())
-			if shown < o.MaxEntries {
+			if shown < o.MaxEntries && b.Len() < o.MaxOutputBytes {
 				b.WriteString(strings.Repeat("  ", level+1))
 				b.WriteString(entryLine(ws, child, e, e.Name()))
 				if e.IsDir() && level+1 == depth {
@@ -210,6 +210,7 @@ func (o Options) find(ctx context.Context, ws *tools.Workspace, a FindArgs) (too
 	var (
 		b       strings.Builder
 		matches int
+		shown   int
 		visits  int
 		capped  bool
 	)
@@ -230,9 +231,10 @@ func (o Options) find(ctx context.Context, ws *tools.Workspace, a FindArgs) (too
 			return nil
 		}
 		matches++
-		if matches <= o.MaxEntries {
+		if shown < o.MaxEntries && b.Len() < o.MaxOutputBytes {
 			b.WriteString(entryLine(ws, p, d, p))
 			b.WriteByte('\n')
+			shown++
 		}
 		return nil
 	})
@@ -246,8 +248,8 @@ func (o Options) find(ctx context.Context, ws *tools.Workspace, a FindArgs) (too
 		}
 		return tools.Result{Text: text, Summary: "no matches for " + a.Pattern}, nil
 	}
-	if matches > o.MaxEntries {
-		fmt.Fprintf(&b, "[showing %d of %d matches; narrow the pattern or path]\n", o.MaxEntries, matches)
+	if matches > shown {
+		fmt.Fprintf(&b, "[showing %d of %d matches; narrow the pattern or path]\n", shown, matches)
 	}
 	if capped {
 		fmt.Fprintf(&b, "[stopped after %d entries; there may be more matches; search a smaller directory]\n", o.MaxVisit)

@@ -244,6 +244,8 @@ func TestCopy(t *testing.T) {
 			exact: "copied notes.md to copy.md (12 B)", summary: "copied notes.md to copy.md", after: map[string]string{"copy.md": "hello\nworld\n", "notes.md": "hello\nworld\n"}},
 		{name: "into a directory", files: tree, tool: "copy", args: map[string]any{"from": "notes.md", "to": "docs"},
 			after: map[string]string{"docs/notes.md": "hello\nworld\n"}},
+		{name: "into a new directory", files: tree, tool: "copy", args: map[string]any{"from": "notes.md", "to": "bak/"},
+			after: map[string]string{"bak/notes.md": "hello\nworld\n"}},
 		{name: "over a file", files: tree, tool: "copy", args: map[string]any{"from": "notes.md", "to": "src/main.go"},
 			after: map[string]string{"src/main.go": "hello\nworld\n"}},
 		{name: "directory", files: tree, tool: "copy", args: map[string]any{"from": "docs", "to": "backup/docs2"},
@@ -287,6 +289,10 @@ func TestMove(t *testing.T) {
 			exact: "moved notes.md to renamed.md", summary: "moved notes.md to renamed.md", after: map[string]string{"notes.md": gone, "renamed.md": "hello\nworld\n"}},
 		{name: "into a directory", files: tree, tool: "move", args: map[string]any{"from": "notes.md", "to": "/workspace/docs/"},
 			exact: "moved notes.md to docs/notes.md", after: map[string]string{"docs/notes.md": "hello\nworld\n"}},
+		{name: "into a new directory", files: tree, tool: "move", args: map[string]any{"from": "notes.md", "to": "archive/2024/"},
+			exact: "moved notes.md to archive/2024/notes.md", after: map[string]string{"archive/2024/notes.md": "hello\nworld\n"}},
+		{name: "to the root", files: tree, tool: "move", args: map[string]any{"from": "docs/a.md", "to": "/workspace"},
+			exact: "moved docs/a.md to a.md"},
 		{name: "new parents", files: tree, tool: "move", args: map[string]any{"from": "src", "to": "a/b/src2"},
 			after: map[string]string{"a/b/src2/util/strings.go": "package util\n// hello there\n", "src/main.go": gone}},
 		{name: "replace a file", files: tree, tool: "move", args: map[string]any{"from": "notes.md", "to": "src/main.go"},
@@ -363,4 +369,28 @@ func TestGrep(t *testing.T) {
 		{name: "binary file named", files: map[string]string{"a.bin": "x\x00"}, tool: "grep", args: map[string]any{"pattern": "x", "path": "a.bin"}, err: tools.ErrBinary},
 		{name: "bad glob", tool: "grep", args: map[string]any{"pattern": "x", "glob": "[x"}, err: files.ErrBadArgs},
 	})
+}
+
+// Every listing tool stops at the output budget with a note, instead of
+// leaving the Set to cut it mid-line.
+func TestOutputBudget(t *testing.T) {
+	e := newEnv(t, files.Options{MaxOutputBytes: 300})
+	for i := range 100 {
+		e.write(map[string]string{fmt.Sprintf("dir/file-with-a-longish-name-%03d.txt", i): "match\n"})
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		note string
+	}{
+		{"ls", map[string]any{"path": "dir"}, "more entries not shown"},
+		{"find", map[string]any{"pattern": "*.txt"}, "matches; narrow the pattern or path]"},
+		{"grep", map[string]any{"pattern": "match"}, "[showing the first"},
+	} {
+		res, err := e.call(c.tool, c.args)
+		must(t, err)
+		if len(res.Text) > 500 || !strings.Contains(res.Text, c.note) {
+			t.Errorf("%s: %d bytes:\n%s", c.tool, len(res.Text), res.Text)
+		}
+	}
 }

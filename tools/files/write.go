@@ -2,9 +2,7 @@ package files
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 
 	"github.com/firstmate/firstmate/tools"
@@ -111,9 +109,6 @@ func (o Options) edit(ws *tools.Workspace, a EditArgs) (tools.Result, error) {
 			"was not changed: the result would be %s, over the %s limit", tools.FormatSize(int64(len(updated))), tools.FormatSize(o.MaxWriteBytes))}
 	}
 	if _, err := ws.WriteFile(rel, []byte(updated), o.MaxWriteBytes); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return tools.Result{}, &tools.FileError{Path: rel, Err: err, Msg: "disappeared while being edited"}
-		}
 		return tools.Result{}, err
 	}
 	if !a.All {
