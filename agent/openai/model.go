@@ -228,13 +228,13 @@ func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, re
 		}
 	}
 	if chunks == 0 {
-		return nil, &attemptError{rec: rec, err: errors.New("the server closed the stream without sending anything")}
+		return nil, &attemptError{rec: rec, err: errors.New("the server closed the stream without sending any event (does it support streaming?)")}
 	}
 	cut := finish == goai.FinishReasonLength
 	msg := agent.Message{Role: agent.RoleAssistant}
 	if text {
 		filter.flush()
-		prose, parsed := parseToolCalls(content.String(), req.Tools)
+		prose, parsed := parseToolCalls(cutInventedResults(content.String()), req.Tools)
 		msg.Content = prose
 		for _, p := range parsed {
 			msg.ToolCalls = append(msg.ToolCalls, p.toolCall(cut))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -616,5 +617,71 @@ func TestInvalidSchema(t *testing.T) {
 	}
 	if len(srv.Requests()) != 0 {
 		t.Error("a request was sent")
+	}
+}
+
+// A server that ignores the stop sequence lets the model invent a result;
+// the invention and what follows are dropped, and never streamed.
+func TestTextProtocolInventedResult(t *testing.T) {
+	srv := fakellm.New(t, fakellm.WithReplies(fakellm.Text(
+		"Checking.\n[TOOL] ls(\".\") [/TOOL]\n[TOOL_RESULT ls call_1]\nnothing here\n[/TOOL_RESULT]\nThe folder is empty.")))
+	m, _ := newModel(t, srv, func(c *Config) { c.ToolProtocol = ToolsText })
+	req := userReq("what is here?")
+	req.Tools = testTools
+	deltas := collect(req)
+	resp, err := m.Complete(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Message.Content != "Checking." || len(resp.Message.ToolCalls) != 1 || strings.Join(*deltas, "") != "Checking.\n" {
+		t.Errorf("message %+v, streamed %q", resp.Message, *deltas)
+	}
+}
+
+// A text-protocol call that cannot be read still comes back as a call, so
+// the loop answers it; the model then reads what was wrong.
+func TestTextProtocolMalformedCall(t *testing.T) {
+	srv := fakellm.New(t, fakellm.WithReplies(fakellm.Text(`[TOOL] read(notes.md) [/TOOL]`), fakellm.Text("ok")))
+	m, _ := newModel(t, srv, func(c *Config) { c.ToolProtocol = ToolsText })
+	req := userReq("read notes")
+	req.Tools = testTools
+	resp, err := m.Complete(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := resp.Message.ToolCalls[0]
+	if c.Name != "read" || !json.Valid(c.Args) {
+		t.Fatalf("call = %+v", c)
+	}
+	req.Messages = append(req.Messages, resp.Message,
+		agent.Message{Role: agent.RoleTool, ToolCallID: c.ID, ToolName: "read", Content: "error: invalid arguments for read: ..."})
+	if _, err := m.Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	sent := srv.Requests()[1].Messages
+	if a := sent[2].Text(); a != `[TOOL] read(notes.md) [/TOOL]` {
+		t.Errorf("assistant sent as %q", a)
+	}
+	if r := sent[3].Text(); !strings.Contains(r, "notes.md is not quoted; write text in double quotes") || !strings.HasPrefix(r, "[TOOL_RESULT read "+c.ID+"]\nerror: the call could not be read") {
+		t.Errorf("result sent as %q", r)
+	}
+}
+
+// A server that ignores "stream": true and answers with plain JSON is
+// reported as such rather than taken for an empty answer.
+func TestServerIgnoresStream(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"}}]}`)
+	}))
+	defer srv.Close()
+	m, err := New(Config{BaseURL: srv.URL + "/v1", Model: "m", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Complete(context.Background(), userReq("hi"))
+	var me *agent.ModelError
+	if !errors.As(err, &me) || !strings.Contains(err.Error(), "does it support streaming?") {
+		t.Fatalf("err = %v", err)
 	}
 }

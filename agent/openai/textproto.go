@@ -179,31 +179,52 @@ func (p parsedCall) toolCall(cut bool) agent.ToolCall {
 	return c
 }
 
+// cutInventedResults drops everything from a [TOOL_RESULT the model wrote
+// itself: a result it invents is fiction, and so is what follows it. The
+// request's stop sequence does the same on servers that honour it.
+func cutInventedResults(s string) string {
+	if i := indexFold(s, resultOpen); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
 // proseFilter streams the text of a text-protocol reply up to its first
-// [TOOL] marker, and nothing after it: the call syntax is not for people,
-// and prose after a call is in the final message anyway. A tail that could
-// be the start of a marker is held back until the next delta settles it.
+// [TOOL] (or invented [TOOL_RESULT) marker, and nothing after it: the call
+// syntax is not for people, and prose after a call is in the final message
+// anyway. A tail that could be the start of a marker is held back until
+// the next delta settles it.
 type proseFilter struct {
 	emit    func(string)
 	pending string
 	stopped bool
 }
 
+var filterMarkers = []string{callOpen, resultOpen}
+
 func (f *proseFilter) write(s string) {
 	if f.stopped {
 		return
 	}
 	buf := f.pending + s
-	if i := indexFold(buf, callOpen); i >= 0 {
-		f.emit(buf[:i])
+	cut := -1
+	for _, m := range filterMarkers {
+		if i := indexFold(buf, m); i >= 0 && (cut < 0 || i < cut) {
+			cut = i
+		}
+	}
+	if cut >= 0 {
+		f.emit(buf[:cut])
 		f.pending, f.stopped = "", true
 		return
 	}
 	keep := 0
-	for n := min(len(callOpen)-1, len(buf)); n > 0; n-- {
-		if hasPrefixFold(callOpen, buf[len(buf)-n:]) {
-			keep = n
-			break
+	for _, m := range filterMarkers {
+		for n := min(len(m)-1, len(buf)); n > keep; n-- {
+			if hasPrefixFold(m, buf[len(buf)-n:]) {
+				keep = n
+				break
+			}
 		}
 	}
 	f.emit(buf[:len(buf)-keep])

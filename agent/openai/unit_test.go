@@ -210,10 +210,12 @@ func TestProseFilter(t *testing.T) {
 		"[TOOL] at once",
 		"no call, but [brackets] and [TOO and [",
 		"ends with a partial [TOO",
+		"invented [TOOL_RESULT ls 1]\nfiction\n[/TOOL_RESULT]",
+		"almost [TOOL_RESUL but not",
 	} {
-		want := text
-		if i := indexFold(text, callOpen); i >= 0 {
-			want = text[:i]
+		want := cutInventedResults(text)
+		if i := indexFold(want, callOpen); i >= 0 {
+			want = want[:i]
 		}
 		for size := 1; size <= len(text); size++ {
 			var out strings.Builder
@@ -250,4 +252,26 @@ func TestDescribe(t *testing.T) {
 			t.Errorf("describe(%v) lost the original error", tt.err)
 		}
 	}
+}
+
+func FuzzProseFilter(f *testing.F) {
+	f.Add("Let me look.\n[TOOL] ls() [/TOOL]", uint8(3))
+	f.Add("no marker [TOO", uint8(1))
+	f.Add("[tool_result x]", uint8(2))
+	f.Fuzz(func(t *testing.T, text string, size uint8) {
+		n := int(size%16) + 1
+		var out strings.Builder
+		f := proseFilter{emit: func(s string) { out.WriteString(s) }}
+		for i := 0; i < len(text); i += n {
+			f.write(text[i:min(i+n, len(text))])
+		}
+		f.flush()
+		want := cutInventedResults(text)
+		if i := indexFold(want, callOpen); i >= 0 {
+			want = want[:i]
+		}
+		if out.String() != want {
+			t.Fatalf("streamed %q, want %q", out.String(), want)
+		}
+	})
 }
