@@ -628,10 +628,10 @@ func unicodeEscape(s string) (rune, int, bool) {
 	return r, 6, true
 }
 
-// tripleQuoted reads """…""" (or the same with single quotes), taken exactly as written: no
-// escapes, so code can be written as is. A newline just after the opening
-// quotes is dropped, and quotes just before the closing ones belong to the
-// text ("""say "hi"""" is `say "hi"`).
+// tripleQuoted reads """…""" (or the same with single quotes), taken
+// exactly as written: no escapes, so code can be written as is. A newline
+// just after the opening quotes is dropped, and quotes just before the
+// closing ones belong to the text ("""say "hi"""" is `say "hi"`).
 func (p *parser) tripleQuoted(q byte) (string, error) {
 	open := p.pos
 	delim := strings.Repeat(string(q), 3)
