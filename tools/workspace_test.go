@@ -584,3 +584,58 @@ func TestDirName(t *testing.T) {
 		t.Errorf("long DirName = %q", long)
 	}
 }
+
+// Another process (the sandboxed shell) may swap a file for a symlink out,
+// a hard link to the outside or a FIFO while a tool is at work. Whatever
+// the timing, reads never return the outside content or hang, and writes
+// never change the outside file.
+func TestSwapRace(t *testing.T) {
+	h := newHostile(t)
+	target := filepath.Join(h.dir, "swap")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tmp := filepath.Join(h.dir, "swap.new")
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			os.Remove(tmp)
+			switch i % 4 {
+			case 0:
+				os.WriteFile(tmp, []byte("harmless\n"), 0o644)
+			case 1:
+				os.Symlink(h.secret, tmp)
+			case 2:
+				os.Link(h.secret, tmp)
+			case 3:
+				syscall.Mkfifo(tmp, 0o644)
+			}
+			os.Rename(tmp, target)
+		}
+	}()
+	deadline := time.Now().Add(time.Second)
+	reads := 0
+	for i := 0; i < 20000 && time.Now().Before(deadline); i++ {
+		err := within(t, "ReadText", func() error {
+			text, _, err := h.ws.ReadText("swap", 1<<20)
+			if err == nil {
+				reads++
+				if text != "harmless\n" && text != "hello\nworld\n" {
+					t.Errorf("read %q", text)
+				}
+			}
+			return nil
+		})
+		must(t, err)
+		if i%8 == 0 {
+			h.ws.WriteFile("swap", []byte("hello\nworld\n"), 100)
+		}
+	}
+	close(stop)
+	<-done
+	t.Logf("%d successful reads", reads)
+}
