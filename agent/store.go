@@ -20,6 +20,11 @@ type Store interface {
 	// is durable.
 	Enqueue(ctx context.Context, in Inbound) (added bool, err error)
 
+	// Seen records the ID of a message that does not enter the mailbox (a
+	// chat command) and reports whether it is the first time, with the same
+	// dedup window as Enqueue.
+	Seen(ctx context.Context, in Inbound) (first bool, err error)
+
 	// Claim takes the session's lease for owner if nobody holds it (or owner
 	// already does) and returns the mailbox and history in one step. It
 	// returns ErrLeaseHeld if another owner holds the lease.

@@ -1,0 +1,236 @@
+// Package console is the terminal adapter: a chat with the agent in a
+// terminal, on the same dispatcher and loop as Slack and Telegram. It
+// streams the answer's text, prints one line per tool call with its summary
+// and duration, and takes /help, /status, /stop and /reset. When its input
+// is not a terminal it reads one message per line and answers each in turn,
+// so it can be scripted.
+package console
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/firstmate/firstmate/agent"
+)
+
+// Key is the console's one session.
+var Key = agent.SessionKey{Platform: "console", Chat: "local"}
+
+// Submitter is the part of the dispatcher the console drives.
+type Submitter interface {
+	Submit(ctx context.Context, in agent.Inbound) error
+	Stop(key agent.SessionKey) bool
+	WaitIdle(ctx context.Context, key agent.SessionKey) error
+}
+
+// Console renders one session's events on a writer. It is the
+// agent.Platform and agent.Thread for the "console" platform.
+type Console struct {
+	mu      sync.Mutex
+	out     io.Writer
+	midLine bool // streamed text left the cursor mid-line
+	streamd bool // the current turn streamed its answer
+	color   bool
+}
+
+// New returns a console that writes to out; color adds ANSI dim/green/red.
+func New(out io.Writer, color bool) *Console {
+	return &Console{out: out, color: color}
+}
+
+// Thread implements agent.Platform: a terminal has one thread.
+func (c *Console) Thread(agent.SessionKey, agent.Inbound) agent.Thread { return c }
+
+// Emit implements agent.Thread.
+func (c *Console) Emit(_ context.Context, ev agent.Event) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var err error
+	switch ev := ev.(type) {
+	case agent.TurnStarted:
+		c.streamd = false
+	case agent.TextDelta:
+		if ev.Text != "" {
+			_, err = io.WriteString(c.out, ev.Text)
+			c.midLine = !strings.HasSuffix(ev.Text, "\n")
+			c.streamd = true
+		}
+	case agent.ToolStarted:
+		// The line is written when the tool finishes, with its result.
+	case agent.ToolFinished:
+		c.newline()
+		mark, paint := "✓", "32"
+		if ev.Failed {
+			mark, paint = "✗", "31"
+		}
+		_, err = fmt.Fprintf(c.out, "  %s %s %s %s\n", c.paint(paint, mark), ev.Name, ev.Summary, c.paint("2", formatDuration(ev.Duration)))
+	case agent.ApprovalNeeded:
+		c.newline()
+		_, err = fmt.Fprintf(c.out, "  ? %s needs approval\n", ev.Name)
+	case agent.Answer:
+		if !c.streamd && ev.Text != "" {
+			c.newline()
+			_, err = io.WriteString(c.out, ev.Text)
+			c.midLine = !strings.HasSuffix(ev.Text, "\n")
+		}
+		c.newline()
+		for _, f := range ev.Files {
+			fmt.Fprintf(c.out, "  attached: %s\n", f)
+		}
+		if ev.Tools > 0 {
+			fmt.Fprintln(c.out, c.paint("2", fmt.Sprintf("  (%d tool call(s), %s)", ev.Tools, formatDuration(ev.Took))))
+		}
+	case agent.Failed:
+		c.newline()
+		_, err = fmt.Fprintf(c.out, "%s\n", c.paint("31", ev.Message))
+	case agent.Notice:
+		c.newline()
+		_, err = fmt.Fprintln(c.out, ev.Text)
+	}
+	return err
+}
+
+func (c *Console) newline() {
+	if c.midLine {
+		io.WriteString(c.out, "\n")
+		c.midLine = false
+	}
+}
+
+func (c *Console) paint(code, s string) string {
+	if !c.color {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+func formatDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return strconv.FormatInt(d.Microseconds(), 10) + "µs"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	default:
+		return d.Round(100 * time.Millisecond).String()
+	}
+}
+
+// Options configure a chat session.
+type Options struct {
+	In          io.Reader
+	Interactive bool             // a person at a terminal: prompt, allow /stop mid-turn
+	Interrupts  <-chan os.Signal // Ctrl-C: the first stops the turn, a second exits
+	User        agent.User
+}
+
+// Run chats until the input ends, /quit, or a second interrupt. In
+// interactive mode lines typed during a turn are sent at once (so /stop
+// works); otherwise each line waits for the previous turn to finish.
+func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
+	lines := make(chan string)
+	readErr := make(chan error, 1)
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	go func() {
+		sc := bufio.NewScanner(opt.In)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-readCtx.Done():
+				return
+			}
+		}
+		readErr <- sc.Err()
+	}()
+
+	epoch := time.Now().UnixNano()
+	seq := 0
+	busy := false
+	idle := make(chan error, 1)
+	prompt := func() {
+		if opt.Interactive {
+			c.mu.Lock()
+			c.newline()
+			io.WriteString(c.out, c.paint("1", "> "))
+			c.mu.Unlock()
+		}
+	}
+	waitIdle := func() {
+		busy = true
+		go func() { idle <- d.WaitIdle(ctx, Key) }()
+	}
+	prompt()
+	var lastInterrupt time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-opt.Interrupts:
+			if busy && time.Since(lastInterrupt) > 2*time.Second && d.Stop(Key) {
+				lastInterrupt = time.Now()
+				c.Emit(ctx, agent.Notice{Text: "(stopping; press Ctrl-C again to quit)"})
+				continue
+			}
+			return nil
+		case err := <-idle:
+			busy = false
+			if err != nil {
+				return err
+			}
+			prompt()
+		case err := <-readErr:
+			// End of input: finish the running turn, then leave.
+			if busy {
+				if werr := <-idle; werr != nil {
+					return werr
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("read input: %w", err)
+			}
+			return nil
+		case line := <-lines:
+			text := strings.TrimSpace(line)
+			if text == "" {
+				if !busy {
+					prompt()
+				}
+				continue
+			}
+			if text == "/quit" || text == "/exit" {
+				return nil
+			}
+			seq++
+			in := agent.Inbound{
+				Key: Key, MessageID: strconv.FormatInt(epoch, 36) + "-" + strconv.Itoa(seq),
+				User: opt.User, Text: text, Addressed: true, Time: time.Now(),
+			}
+			if err := d.Submit(ctx, in); err != nil {
+				if errors.Is(err, context.Canceled) {
+					return nil
+				}
+				c.Emit(ctx, agent.Notice{Text: "could not send: " + err.Error()})
+				continue
+			}
+			if !busy {
+				waitIdle()
+			}
+			if !opt.Interactive {
+				// Scripted input: one turn per line, in order.
+				if err := <-idle; err != nil {
+					return err
+				}
+				busy = false
+			}
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Chat commands a person can send instead of a message: the whole message
+// is the word, optionally with a leading slash ("stop", "/stop"). A
+// sentence that merely starts with the word is an ordinary message.
+const (
+	cmdHelp   = "help"
+	cmdReset  = "reset"
+	cmdStop   = "stop"
+	cmdStatus = "status"
+)
+
+func parseCommand(text string) (string, bool) {
+	s := strings.TrimSpace(text)
+	s = strings.TrimPrefix(s, "/")
+	s = strings.ToLower(s)
+	switch s {
+	case cmdHelp, cmdReset, cmdStop, cmdStatus:
+		return s, true
+	}
+	return "", false
+}
+
+const helpText = `I am an agent with a workspace for this channel: I can read and write files there and use the tools this channel allows.
+Commands (send the word alone):
+• help: this text
+• status: what I am doing in this thread
+• stop: stop the running turn
+• reset: forget this thread's conversation (the workspace files stay)`
+
+// command runs a chat command. Its effect happens before Submit returns;
+// the reply is sent in the background so the platform is acknowledged
+// without waiting for it.
+func (d *Dispatcher) command(ctx context.Context, cmd string, in Inbound) error {
+	first, err := d.cfg.Store.Seen(ctx, in)
+	if err != nil {
+		return fmt.Errorf("record command: %w", err)
+	}
+	if !first {
+		return nil
+	}
+	var reply string
+	switch cmd {
+	case cmdHelp:
+		reply = helpText
+	case cmdStop:
+		if d.Stop(in.Key) {
+			reply = "Stopping."
+		} else {
+			reply = "Nothing is running in this thread."
+		}
+	case cmdReset:
+		if err := d.cfg.Store.Reset(ctx, in.Key); err != nil {
+			return fmt.Errorf("reset history: %w", err)
+		}
+		reply = "Done: I have forgotten this thread's conversation. The workspace files are still there."
+	case cmdStatus:
+		reply, err = d.status(ctx, in.Key)
+		if err != nil {
+			return err
+		}
+	}
+	th := d.thread(in.Key, in)
+	if th == nil {
+		return nil
+	}
+	d.replies.Go(func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		emit(rctx, th, Notice{Text: reply}, d.log)
+	})
+	return nil
+}
+
+func (d *Dispatcher) status(ctx context.Context, key SessionKey) (string, error) {
+	hist, err := d.cfg.Store.History(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("load history: %w", err)
+	}
+	pending, err := d.cfg.Store.Pending(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("count mailbox: %w", err)
+	}
+	var b strings.Builder
+	d.mu.Lock()
+	s := d.sessions[key]
+	switch {
+	case s != nil && s.running && s.cancel != nil:
+		fmt.Fprintf(&b, "Working on a turn (for %s).", time.Since(s.started).Round(time.Second))
+	case s != nil:
+		b.WriteString("About to start a turn.")
+	default:
+		b.WriteString("Idle.")
+	}
+	d.mu.Unlock()
+	if pending > 0 {
+		fmt.Fprintf(&b, " %d message(s) waiting.", pending)
+	}
+	turns := 0
+	for _, m := range hist {
+		if m.Role == RoleUser {
+			turns++
+		}
+	}
+	fmt.Fprintf(&b, "\nConversation: %d turn(s), %d message(s).", turns, len(hist))
+	if d.cfg.ModelName != "" {
+		fmt.Fprintf(&b, "\nModel: %s.", d.cfg.ModelName)
+	}
+	if d.cfg.Tools != nil {
+		fmt.Fprintf(&b, "\nTools: %s.", strings.Join(d.cfg.Tools.Names(), ", "))
+	}
+	return b.String(), nil
+}
+
+// inputMessage folds a turn's mailbox into one user message. Each entry is
+// attributed when the platform named its author (several people share a
+// channel), capped so one huge paste cannot crowd out the rest, and lists
+// the files that came with it.
+func inputMessage(mailbox []Inbound, maxBytes int) Message {
+	var b strings.Builder
+	per := maxBytes / len(mailbox)
+	for i, in := range mailbox {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		if in.User.Name != "" {
+			b.WriteString("[")
+			b.WriteString(in.User.Name)
+			b.WriteString("] ")
+		}
+		text := in.Text
+		if len(text) > per {
+			cut := per
+			for cut > 0 && text[cut]&0xC0 == 0x80 {
+				cut--
+			}
+			text = fmt.Sprintf("%s\n[message cut: %d of %d bytes not shown]", text[:cut], len(in.Text)-cut, len(in.Text))
+		}
+		if strings.TrimSpace(text) == "" && len(in.Files) == 0 {
+			text = "(empty message)"
+		}
+		b.WriteString(text)
+		for _, f := range in.Files {
+			if f.Path != "" {
+				fmt.Fprintf(&b, "\n[attached file: %s (%s, %d bytes) in the workspace]", f.Path, orUnknown(f.MIME), f.Size)
+			} else {
+				fmt.Fprintf(&b, "\n[attached file %q could not be downloaded]", f.Name)
+			}
+		}
+	}
+	return Message{Role: RoleUser, Content: b.String()}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown type"
+	}
+	return s
+}
+
+// userMessage is what a person is told when a turn fails: short, human,
+// with what to do. The error itself goes to the log.
+func (d *Dispatcher) userMessage(err error) string {
+	var me *ModelError
+	switch {
+	case errors.Is(err, ErrStopped):
+		return "Stopped."
+	case errors.Is(err, ErrShutdown):
+		return "I am restarting and had to interrupt this. Send your message again in a moment."
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("That took longer than my %s limit, so I stopped. Ask me to continue if you want me to go on.", d.cfg.Loop.Timeout)
+	case errors.As(err, &me) && me.RateLimited():
+		if me.RetryAfter > 0 {
+			return fmt.Sprintf("The model is rate-limited right now. Try again in %s.", me.RetryAfter.Round(time.Second))
+		}
+		return "The model is rate-limited right now. Try again in a minute."
+	case errors.As(err, &me) && (me.Status == 401 || me.Status == 403):
+		return "The model endpoint refused my credentials; an operator needs to check OPENAI_API_KEY."
+	case errors.As(err, &me) && me.Status >= 400 && me.Status < 500:
+		return fmt.Sprintf("The model endpoint rejected the request (HTTP %d); an operator can find the detail in the log.", me.Status)
+	case errors.As(err, &me):
+		return fmt.Sprintf("I could not reach the model (%d attempts). Try again shortly.", me.Attempts)
+	}
+	return "Something went wrong on my side; it is in the log. Try again."
+}
+

@@ -1,0 +1,385 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/firstmate/firstmate/tools"
+)
+
+var (
+	// ErrStopped is the cause of a turn cancelled by the stop command.
+	ErrStopped = errors.New("stopped from the thread")
+	// ErrShutdown is the cause of a turn cancelled because firstmate is
+	// shutting down and the grace period ran out.
+	ErrShutdown = errors.New("shutting down")
+)
+
+// DispatcherConfig wires a Dispatcher. Store, Loop and WorkspaceDir are
+// required.
+type DispatcherConfig struct {
+	Store        Store
+	Loop         *Loop
+	Tools        *tools.Set
+	WorkspaceDir string              // one sub-directory per channel
+	Platforms    map[string]Platform // by SessionKey.Platform
+	Workers      int                 // sessions run in parallel; default 8
+	LeaseTTL     time.Duration       // default 60s, renewed every third of it
+	Grace        time.Duration       // how long shutdown waits for running turns; default 10s
+	// ContextTokens is the history budget sent to the model (estimated);
+	// older whole turns are left out. 0 means no limit.
+	ContextTokens int
+	// MaxInputBytes caps the text of one turn's input; default 64 KiB.
+	MaxInputBytes int
+	ModelName     string // shown by the status command
+	Logger        *slog.Logger
+}
+
+// Dispatcher turns inbound messages into turns: it records and deduplicates
+// each message, answers chat commands, and runs one turn per session at a
+// time (a lease in the store), different sessions in parallel on a bounded
+// number of workers. Messages that arrive while a session's turn runs wait
+// in its mailbox and form the next turn.
+type Dispatcher struct {
+	cfg   DispatcherConfig
+	owner string
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	sessions map[SessionKey]*session // queued or running in this process
+	queue    []SessionKey
+	closing  bool
+	idle     chan struct{} // closed (and replaced) when a session goes idle
+
+	replies sync.WaitGroup // command replies in flight
+}
+
+type session struct {
+	running bool
+	again   bool // a message arrived after the running turn claimed its mailbox
+	started time.Time
+	cancel  context.CancelCauseFunc
+}
+
+// NewDispatcher returns a dispatcher; call Run to start its workers.
+func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 60 * time.Second
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
+	}
+	if cfg.MaxInputBytes <= 0 {
+		cfg.MaxInputBytes = 64 << 10
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := &Dispatcher{cfg: cfg, owner: newOwnerID(), log: log, sessions: map[SessionKey]*session{}, idle: make(chan struct{})}
+	d.cond = sync.NewCond(&d.mu)
+	return d
+}
+
+// newOwnerID names this process as a lease owner: readable in Redis, and
+// unique even for two processes with one PID in different containers.
+func newOwnerID() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Submit records in and returns once it is durable and deduplicated; only
+// then may the adapter acknowledge the platform. The turn runs later, on a
+// worker. Messages that are not addressed to the bot are ignored.
+func (d *Dispatcher) Submit(ctx context.Context, in Inbound) error {
+	if err := in.Key.Validate(); err != nil {
+		return err
+	}
+	if in.MessageID == "" {
+		return errors.New("inbound message has no ID")
+	}
+	if !in.Addressed {
+		return nil
+	}
+	if cmd, ok := parseCommand(in.Text); ok && len(in.Files) == 0 {
+		return d.command(ctx, cmd, in)
+	}
+	added, err := d.cfg.Store.Enqueue(ctx, in)
+	if err != nil {
+		return fmt.Errorf("record message: %w", err)
+	}
+	if added {
+		d.schedule(in.Key)
+	}
+	return nil
+}
+
+// Stop cancels the session's running turn, if this process runs it.
+func (d *Dispatcher) Stop(key SessionKey) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.sessions[key]
+	if s == nil || !s.running || s.cancel == nil {
+		return false
+	}
+	s.cancel(ErrStopped)
+	return true
+}
+
+// WaitIdle blocks until this process has nothing queued or running for key.
+func (d *Dispatcher) WaitIdle(ctx context.Context, key SessionKey) error {
+	for {
+		d.mu.Lock()
+		_, busy := d.sessions[key]
+		ch := d.idle
+		d.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Run starts the workers and blocks until ctx is done. Then it stops taking
+// work, gives running turns the grace period to finish, cancels the rest
+// and returns when every worker has stopped.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	turnCtx, cancelTurns := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelTurns(nil)
+	var workers sync.WaitGroup
+	for range d.cfg.Workers {
+		workers.Go(func() { d.work(turnCtx) })
+	}
+	<-ctx.Done()
+	d.mu.Lock()
+	d.closing = true
+	d.cond.Broadcast()
+	d.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { workers.Wait(); close(done) }()
+	timer := time.NewTimer(d.cfg.Grace)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		d.log.Warn("cancelling running turns at shutdown", "grace", d.cfg.Grace)
+		cancelTurns(ErrShutdown)
+		<-done
+	}
+	d.replies.Wait()
+	return nil
+}
+
+// schedule queues key for a worker unless it is queued already; if its turn
+// is running, the worker is told to look at the mailbox again afterwards.
+func (d *Dispatcher) schedule(key SessionKey) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s, ok := d.sessions[key]; ok {
+		if s.running {
+			s.again = true
+		}
+		return
+	}
+	d.sessions[key] = &session{}
+	d.queue = append(d.queue, key)
+	d.cond.Signal()
+}
+
+func (d *Dispatcher) work(ctx context.Context) {
+	for {
+		d.mu.Lock()
+		for len(d.queue) == 0 && !d.closing {
+			d.cond.Wait()
+		}
+		if d.closing {
+			d.mu.Unlock()
+			return
+		}
+		key := d.queue[0]
+		d.queue = d.queue[1:]
+		s := d.sessions[key]
+		s.running = true
+		d.mu.Unlock()
+
+		for {
+			d.runSession(ctx, key, s)
+			d.mu.Lock()
+			if s.again && !d.closing {
+				s.again = false
+				d.mu.Unlock()
+				continue
+			}
+			delete(d.sessions, key)
+			close(d.idle)
+			d.idle = make(chan struct{})
+			d.mu.Unlock()
+			break
+		}
+	}
+}
+
+// runSession runs turns for key while its mailbox has messages and this
+// process holds the lease.
+func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session) {
+	log := d.log.With("session", key.String())
+	for {
+		claim, err := d.cfg.Store.Claim(ctx, key, d.owner, d.cfg.LeaseTTL)
+		if errors.Is(err, ErrLeaseHeld) {
+			return // the holder finds the new messages when it releases
+		}
+		if err != nil {
+			log.Error("claim session", "err", err)
+			return
+		}
+		if len(claim.Mailbox) > 0 {
+			if lost := d.turn(ctx, key, s, claim, log); lost {
+				return
+			}
+		}
+		d.mu.Lock()
+		closing := d.closing
+		d.mu.Unlock()
+		if closing {
+			return // the lease expires; the mailbox is kept for the next start
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		pending, err := d.cfg.Store.Release(rctx, key, d.owner)
+		cancel()
+		if err != nil {
+			log.Error("release session", "err", err)
+			return
+		}
+		if pending == 0 {
+			return
+		}
+	}
+}
+
+// turn runs one turn over the claimed mailbox and commits it. It reports
+// whether the lease was lost (another worker now owns the session).
+func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim *Claim, log *slog.Logger) (lost bool) {
+	start := time.Now()
+	trigger := claim.Mailbox[len(claim.Mailbox)-1]
+	th := d.thread(key, trigger)
+
+	turnCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d.mu.Lock()
+	s.cancel, s.started = cancel, start
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		s.cancel = nil
+		d.mu.Unlock()
+	}()
+	renewDone := d.keepLease(turnCtx, key, cancel, log)
+
+	ids := make([]string, len(claim.Mailbox))
+	for i, m := range claim.Mailbox {
+		ids[i] = m.MessageID
+	}
+	emit(turnCtx, th, TurnStarted{Key: key, MessageIDs: ids}, log)
+
+	input := inputMessage(claim.Mailbox, d.cfg.MaxInputBytes)
+	var out *Outcome
+	ws, err := tools.OpenWorkspace(d.cfg.WorkspaceDir, key.Channel().String())
+	if err == nil {
+		history := TrimHistory(RepairHistory(claim.History), d.cfg.ContextTokens)
+		out, err = d.cfg.Loop.Run(turnCtx, &Turn{Key: key, History: history, Input: input, Tools: d.cfg.Tools, Workspace: ws, Thread: th})
+		ws.Close()
+	} else {
+		out = &Outcome{Messages: []Message{input}}
+	}
+	cancel(nil)
+	<-renewDone
+	if errors.Is(context.Cause(turnCtx), ErrLeaseLost) {
+		log.Warn("lease lost mid-turn; another worker takes the session over")
+		return true
+	}
+
+	// The turn is over, whatever ctx says now: commit it so the history
+	// stays whole and the mailbox entries are not answered twice.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer ccancel()
+	commitErr := d.cfg.Store.Commit(cctx, key, d.owner, len(claim.Mailbox), out.Messages)
+	if errors.Is(commitErr, ErrLeaseLost) {
+		log.Warn("lease lost before commit; another worker takes the session over")
+		return true
+	}
+	if commitErr != nil {
+		log.Error("commit turn", "err", commitErr)
+	}
+	took := time.Since(start)
+	if err != nil {
+		log.Warn("turn failed", "err", err, "steps", out.Steps, "tools", out.ToolCalls, "took", took)
+		emit(cctx, th, Failed{Message: d.userMessage(err), Err: err}, log)
+		return false
+	}
+	log.Info("turn done", "steps", out.Steps, "tools", out.ToolCalls, "took", took,
+		"prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens)
+	emit(cctx, th, Answer{Text: out.Answer, Files: out.Files, Steps: out.Steps, Tools: out.ToolCalls, Took: took}, log)
+	return false
+}
+
+// keepLease renews the session lease until ctx ends; losing it cancels the
+// turn with ErrLeaseLost. The returned channel closes when it has stopped.
+func (d *Dispatcher) keepLease(ctx context.Context, key SessionKey, cancel context.CancelCauseFunc, log *slog.Logger) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d.cfg.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				err := d.cfg.Store.Renew(ctx, key, d.owner, d.cfg.LeaseTTL)
+				if errors.Is(err, ErrLeaseLost) {
+					cancel(ErrLeaseLost)
+					return
+				}
+				if err != nil && ctx.Err() == nil {
+					log.Warn("renew lease", "err", err) // try again next tick
+				}
+			}
+		}
+	}()
+	return done
+}
+
+func (d *Dispatcher) thread(key SessionKey, trigger Inbound) Thread {
+	if p, ok := d.cfg.Platforms[key.Platform]; ok {
+		return p.Thread(key, trigger)
+	}
+	d.log.Warn("no platform to answer on", "platform", key.Platform)
+	return nil
+}
+
+func emit(ctx context.Context, th Thread, ev Event, log *slog.Logger) {
+	if th == nil {
+		return
+	}
+	if err := th.Emit(ctx, ev); err != nil {
+		log.Warn("thread emit failed", "event", fmt.Sprintf("%T", ev), "err", err)
+	}
+}

@@ -1,0 +1,371 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/store/local"
+)
+
+// platform records, per session, every event its threads were sent.
+type platform struct {
+	mu     sync.Mutex
+	events map[agent.SessionKey][]agent.Event
+}
+
+func (p *platform) Thread(key agent.SessionKey, _ agent.Inbound) agent.Thread {
+	return threadFunc(func(_ context.Context, ev agent.Event) error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.events == nil {
+			p.events = map[agent.SessionKey][]agent.Event{}
+		}
+		p.events[key] = append(p.events[key], ev)
+		return nil
+	})
+}
+
+type threadFunc func(context.Context, agent.Event) error
+
+func (f threadFunc) Emit(ctx context.Context, ev agent.Event) error { return f(ctx, ev) }
+
+// final returns the texts of the Answer, Failed and Notice events of key.
+func (p *platform) final(key agent.SessionKey) (answers, failures, notices []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ev := range p.events[key] {
+		switch ev := ev.(type) {
+		case agent.Answer:
+			answers = append(answers, ev.Text)
+		case agent.Failed:
+			failures = append(failures, ev.Message)
+		case agent.Notice:
+			notices = append(notices, ev.Text)
+		}
+	}
+	return
+}
+
+// funcModel answers with f; it counts calls and concurrent calls per
+// session (the first user message's text names the session in tests).
+type funcModel struct {
+	f        func(ctx context.Context, req *agent.Request) (*agent.Response, error)
+	calls    atomic.Int32
+	inFlight atomic.Int32
+	maxPar   atomic.Int32
+}
+
+func (m *funcModel) Complete(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+	m.calls.Add(1)
+	n := m.inFlight.Add(1)
+	defer m.inFlight.Add(-1)
+	for {
+		old := m.maxPar.Load()
+		if n <= old || m.maxPar.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	return m.f(ctx, req)
+}
+
+func answerWith(text string) *agent.Response {
+	return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, Content: text}}
+}
+
+// lastUser is the content of the request's newest user message.
+func lastUser(req *agent.Request) string {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == agent.RoleUser {
+			return req.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+type harness struct {
+	d     *agent.Dispatcher
+	p     *platform
+	store agent.Store
+	stop  func()
+}
+
+func newHarness(t *testing.T, m agent.Model, workers int) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := local.Open(filepath.Join(dir, "firstmate.db"), agent.Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &platform{}
+	d := agent.NewDispatcher(agent.DispatcherConfig{
+		Store: st, Loop: &agent.Loop{Model: m}, Tools: testTools(t), WorkspaceDir: filepath.Join(dir, "ws"),
+		Platforms: map[string]agent.Platform{"test": p}, Workers: workers, LeaseTTL: 3 * time.Second,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	h := &harness{d: d, p: p, store: st}
+	h.stop = func() { cancel(); <-done; st.Close() }
+	t.Cleanup(h.stop)
+	return h
+}
+
+func inbound(key agent.SessionKey, id, text string) agent.Inbound {
+	return agent.Inbound{Key: key, MessageID: id, User: agent.User{ID: "U1", Name: "ann"}, Text: text, Addressed: true}
+}
+
+func (h *harness) submit(t *testing.T, in agent.Inbound) {
+	t.Helper()
+	if err := h.d.Submit(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *harness) idle(t *testing.T, key agent.SessionKey) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := h.d.WaitIdle(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var keyA = agent.SessionKey{Platform: "test", Chat: "C1", Thread: "t1"}
+var keyB = agent.SessionKey{Platform: "test", Chat: "C1", Thread: "t2"}
+
+func TestDispatcherDedupAndHistory(t *testing.T) {
+	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
+		return answerWith("seen " + lastUser(req)), nil
+	}}
+	h := newHarness(t, m, 2)
+	h.submit(t, inbound(keyA, "m1", "hello"))
+	h.submit(t, inbound(keyA, "m1", "hello")) // a platform retry
+	h.idle(t, keyA)
+	h.submit(t, inbound(keyA, "m1", "hello")) // a late retry, after the turn
+	h.submit(t, inbound(keyA, "m2", "again"))
+	h.idle(t, keyA)
+	answers, failures, _ := h.p.final(keyA)
+	if len(answers) != 2 || len(failures) != 0 || m.calls.Load() != 2 {
+		t.Fatalf("answers %q failures %q model calls %d; want 2 answers", answers, failures, m.calls.Load())
+	}
+	hist, err := h.store.History(t.Context(), keyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 4 || hist[0].Content != "[ann] hello" || hist[3].Content != "seen [ann] again" {
+		t.Fatalf("history = %+v", hist)
+	}
+}
+
+func TestDispatcherIgnoresUnaddressed(t *testing.T) {
+	m := &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) { return answerWith("x"), nil }}
+	h := newHarness(t, m, 1)
+	in := inbound(keyA, "m1", "chatter between people")
+	in.Addressed = false
+	h.submit(t, in)
+	h.idle(t, keyA)
+	if n, _ := h.store.Pending(t.Context(), keyA); n != 0 || m.calls.Load() != 0 {
+		t.Fatalf("unaddressed message was queued (%d) or answered (%d)", n, m.calls.Load())
+	}
+}
+
+func TestDispatcherCollectsMessagesDuringTurn(t *testing.T) {
+	release := make(chan struct{})
+	var inputs []string
+	var mu sync.Mutex
+	m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+		mu.Lock()
+		inputs = append(inputs, lastUser(req))
+		first := len(inputs) == 1
+		mu.Unlock()
+		if first {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return answerWith("ok"), nil
+	}}
+	h := newHarness(t, m, 4)
+	h.submit(t, inbound(keyA, "m1", "first"))
+	waitFor(t, func() bool { return m.calls.Load() == 1 })
+	h.submit(t, inbound(keyA, "m2", "second"))
+	h.submit(t, inbound(keyA, "m3", "third"))
+	h.submit(t, inbound(keyA, "m2", "second")) // duplicate while waiting
+	close(release)
+	h.idle(t, keyA)
+	if len(inputs) != 2 {
+		t.Fatalf("model saw %d turns: %q", len(inputs), inputs)
+	}
+	if inputs[0] != "[ann] first" || inputs[1] != "[ann] second\n\n[ann] third" {
+		t.Fatalf("inputs = %q", inputs)
+	}
+	if m.maxPar.Load() != 1 {
+		t.Fatalf("%d concurrent model calls in one session", m.maxPar.Load())
+	}
+	answers, _, _ := h.p.final(keyA)
+	if len(answers) != 2 {
+		t.Fatalf("answers = %q", answers)
+	}
+}
+
+func TestDispatcherRunsSessionsInParallel(t *testing.T) {
+	gate := make(chan struct{})
+	m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+		select {
+		case <-gate:
+			return answerWith("ok"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}
+	h := newHarness(t, m, 2)
+	h.submit(t, inbound(keyA, "m1", "a"))
+	h.submit(t, inbound(keyB, "m2", "b"))
+	waitFor(t, func() bool { return m.inFlight.Load() == 2 }) // both sessions reached the model at once
+	close(gate)
+	h.idle(t, keyA)
+	h.idle(t, keyB)
+	if m.calls.Load() != 2 {
+		t.Fatalf("calls = %d", m.calls.Load())
+	}
+}
+
+func TestDispatcherBoundedWorkers(t *testing.T) {
+	gate := make(chan struct{})
+	m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+		select {
+		case <-gate:
+			return answerWith("ok"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}
+	h := newHarness(t, m, 2)
+	var keys []agent.SessionKey
+	for i := range 5 {
+		k := agent.SessionKey{Platform: "test", Chat: "C", Thread: string(rune('a' + i))}
+		keys = append(keys, k)
+		h.submit(t, inbound(k, "m"+k.Thread, "x"))
+	}
+	waitFor(t, func() bool { return m.inFlight.Load() == 2 })
+	time.Sleep(50 * time.Millisecond) // a third worker would show up here
+	if n := m.inFlight.Load(); n != 2 {
+		t.Fatalf("%d turns at once with 2 workers", n)
+	}
+	close(gate)
+	for _, k := range keys {
+		h.idle(t, k)
+	}
+	if m.calls.Load() != 5 || m.maxPar.Load() != 2 {
+		t.Fatalf("calls %d, max parallel %d", m.calls.Load(), m.maxPar.Load())
+	}
+}
+
+func TestDispatcherCommands(t *testing.T) {
+	m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+		if lastUser(req) == "[ann] wait" {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return answerWith("ok"), nil
+	}}
+	h := newHarness(t, m, 2)
+	h.submit(t, inbound(keyA, "m1", "remember this"))
+	h.idle(t, keyA)
+
+	h.submit(t, inbound(keyA, "m2", "wait"))
+	waitFor(t, func() bool { return m.inFlight.Load() == 1 })
+	h.submit(t, inbound(keyA, "c1", "status"))
+	h.submit(t, inbound(keyA, "c2", "/STOP"))
+	h.submit(t, inbound(keyA, "c2", "/STOP")) // retried delivery: one reply
+	h.idle(t, keyA)
+	h.submit(t, inbound(keyA, "c3", "stop"))
+	h.submit(t, inbound(keyA, "c4", "reset"))
+	h.submit(t, inbound(keyA, "c5", "help"))
+	h.submit(t, inbound(keyA, "m3", "stop the build please")) // a sentence, not a command
+	h.idle(t, keyA)
+	h.stop() // waits for command replies in flight
+
+	answers, failures, notices := h.p.final(keyA)
+	if len(failures) != 1 || failures[0] != "Stopped." {
+		t.Errorf("failures = %q", failures)
+	}
+	if len(answers) != 2 {
+		t.Errorf("answers = %q; the sentence starting with stop must be a message", answers)
+	}
+	want := []string{"Working on a turn", "Stopping.", "Nothing is running", "forgotten", "Commands"}
+	if len(notices) != len(want) {
+		t.Fatalf("notices = %q", notices)
+	}
+	for _, w := range want {
+		found := false
+		for _, n := range notices {
+			found = found || strings.Contains(n, w)
+		}
+		if !found {
+			t.Errorf("no notice containing %q in %q", w, notices)
+		}
+	}
+}
+
+func TestDispatcherResetClearsHistory(t *testing.T) {
+	var seen atomic.Int32
+	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
+		seen.Store(int32(len(req.Messages)))
+		return answerWith("ok"), nil
+	}}
+	h := newHarness(t, m, 1)
+	h.submit(t, inbound(keyA, "m1", "one"))
+	h.idle(t, keyA)
+	h.submit(t, inbound(keyA, "m2", "two"))
+	h.idle(t, keyA)
+	if seen.Load() != 3 {
+		t.Fatalf("second turn saw %d messages, want 3", seen.Load())
+	}
+	h.submit(t, inbound(keyA, "c1", "reset"))
+	h.submit(t, inbound(keyA, "m3", "three"))
+	h.idle(t, keyA)
+	if seen.Load() != 1 {
+		t.Fatalf("after reset the model saw %d messages, want 1", seen.Load())
+	}
+}
+
+func TestDispatcherModelFailureIsToldAndKept(t *testing.T) {
+	m := &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) {
+		return nil, &agent.ModelError{Status: 429, Attempts: 5, RetryAfter: 20 * time.Second, Err: errors.New("slow down")}
+	}}
+	h := newHarness(t, m, 1)
+	h.submit(t, inbound(keyA, "m1", "hi"))
+	h.idle(t, keyA)
+	_, failures, _ := h.p.final(keyA)
+	if len(failures) != 1 || !strings.Contains(failures[0], "rate-limited") || !strings.Contains(failures[0], "20s") {
+		t.Fatalf("failures = %q", failures)
+	}
+	hist, _ := h.store.History(t.Context(), keyA)
+	if len(hist) != 1 || hist[0].Role != agent.RoleUser {
+		t.Fatalf("history = %+v; the person's message must be kept", hist)
+	}
+	if n, _ := h.store.Pending(t.Context(), keyA); n != 0 {
+		t.Fatalf("mailbox still has %d entries", n)
+	}
+}
+
+func TestDispatcherRejectsBadInbound(t *testing.T) {
+	m := &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) { return answerWith("x"), nil }}
+	h := newHarness(t, m, 1)
+	if err := h.d.Submit(t.Context(), agent.Inbound{Key: agent.SessionKey{Platform: "test"}, MessageID: "1", Addressed: true}); err == nil {
+		t.Error("a key without a chat was accepted")
+	}
+	if err := h.d.Submit(t.Context(), agent.Inbound{Key: keyA, Addressed: true}); err == nil {
+		t.Error("a message without an ID was accepted")
+	}
+}
