@@ -25,9 +25,12 @@ var (
 // DispatcherConfig wires a Dispatcher. Store, Loop and WorkspaceDir are
 // required.
 type DispatcherConfig struct {
-	Store        Store
-	Loop         *Loop
-	Tools        *tools.Set
+	Store Store
+	Loop  *Loop
+	Tools *tools.Set
+	// Mode is the configured policy for a tool (allow, ask, deny); nil
+	// allows every tool.
+	Mode         func(tool string) ToolMode
 	WorkspaceDir string              // one sub-directory per channel
 	Platforms    map[string]Platform // by SessionKey.Platform
 	Workers      int                 // sessions run in parallel; default 8
@@ -304,7 +307,7 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	ws, err := tools.OpenWorkspace(d.cfg.WorkspaceDir, key.Channel().String())
 	if err == nil {
 		history := TrimHistory(RepairHistory(claim.History), d.cfg.ContextTokens)
-		out, err = d.cfg.Loop.Run(turnCtx, &Turn{Key: key, History: history, Input: input, Tools: d.cfg.Tools, Workspace: ws, Thread: th})
+		out, err = d.cfg.Loop.Run(turnCtx, &Turn{Key: key, History: history, Input: input, Tools: d.cfg.Tools, Mode: d.cfg.Mode, Workspace: ws, Thread: th})
 		ws.Close()
 	} else {
 		out = &Outcome{Messages: []Message{input}}

@@ -31,10 +31,13 @@ type Workspace struct {
 	dir  string
 }
 
+// WorkspacePath is the host directory of the workspace called name.
+func WorkspacePath(base, name string) string { return filepath.Join(base, DirName(name)) }
+
 // OpenWorkspace opens (creating it if needed) the workspace called name
 // under base. name is made safe with [DirName].
 func OpenWorkspace(base, name string) (*Workspace, error) {
-	dir := filepath.Join(base, DirName(name))
+	dir := WorkspacePath(base, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create workspace: %w", err)
 	}

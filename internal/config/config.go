@@ -184,7 +184,7 @@ func Default() *Config {
 		},
 		HTTP:     HTTP{Addr: DefaultHTTPAddr},
 		Log:      Log{Level: "info", Format: "text"},
-		Tools:    Tools{Default: agent.ToolAsk},
+		Tools:    Tools{Default: agent.ToolAllow},
 		Slack:    Slack{APIURL: DefaultSlackAPI},
 		Telegram: Telegram{APIURL: DefaultTelegramAPI},
 	}

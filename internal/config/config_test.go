@@ -86,7 +86,7 @@ func TestDefaults(t *testing.T) {
 		Store:    Store{DataDir: "/home/mate/.local/share/firstmate"},
 		HTTP:     HTTP{Addr: "127.0.0.1:8080"},
 		Log:      Log{Level: "info", Format: "text"},
-		Tools:    Tools{Default: agent.ToolAsk},
+		Tools:    Tools{Default: agent.ToolAllow},
 		Slack:    Slack{APIURL: "https://slack.com/api/"},
 		Telegram: Telegram{APIURL: "https://api.telegram.org"},
 	}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+
+	"golang.org/x/term"
+
+	"github.com/firstmate/firstmate/adapters/console"
+	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/tools"
+)
+
+func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs, cfgPath := commonFlags("chat", stderr)
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	interactive := false
+	if f, ok := stdin.(*os.File); ok {
+		interactive = term.IsTerminal(int(f.Fd()))
+	}
+	// Logs go to stderr, warnings only unless a level was asked for, so
+	// they do not interleave with the conversation.
+	if cfg.Log.Level == "info" {
+		cfg.Log.Level = "warn"
+	}
+	log := newLogger(cfg, stderr)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a, err := newApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.store.Close()
+
+	con := console.New(stdout, interactive)
+	d := a.dispatcher(map[string]agent.Platform{console.Key.Platform: con})
+	var wg sync.WaitGroup
+	wg.Go(func() { d.Run(ctx) })
+	defer wg.Wait()
+	defer cancel()
+
+	if interactive {
+		fmt.Fprintf(stdout, "firstmate %s · model %s at %s\nworkspace: %s\n/help for commands, Ctrl-C stops a turn, Ctrl-D or /quit exits.\n",
+			versionString(), cfg.LLM.Model, cfg.LLM.BaseURL, tools.WorkspacePath(workspaceDir(cfg), console.Key.Channel().String()))
+	}
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt)
+	defer signal.Stop(interrupts)
+	return con.Run(ctx, d, console.Options{In: stdin, Interactive: interactive, Interrupts: interrupts})
+}
+

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/firstmate/firstmate/internal/config"
+	"github.com/firstmate/firstmate/store/local"
+)
+
+// report prints doctor's findings, one line each, and remembers failures.
+type report struct {
+	w      io.Writer
+	failed bool
+}
+
+func (r *report) ok(what, detail string)   { fmt.Fprintf(r.w, "ok    %-10s %s\n", what, detail) }
+func (r *report) warn(what, detail string) { fmt.Fprintf(r.w, "warn  %-10s %s\n", what, detail) }
+func (r *report) fail(what, detail string) {
+	r.failed = true
+	fmt.Fprintf(r.w, "FAIL  %-10s %s\n", what, indent(detail))
+}
+
+func indent(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n                 ") }
+
+// cmdDoctor checks the setup and says what is wrong and how to fix it. It
+// reports ok=false when anything failed.
+func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, error) {
+	fs, cfgPath := commonFlags("doctor", stderr)
+	verbose := fs.Bool("v", false, "also print the effective configuration (secrets redacted)")
+	if err := fs.Parse(args); err != nil {
+		return false, errUsage
+	}
+	r := &report{w: stdout}
+	path := *cfgPath
+	if path == "" {
+		path = os.Getenv(config.EnvConfig)
+	}
+	cfg, err := config.Load(path, os.LookupEnv)
+	switch {
+	case cfg == nil:
+		r.fail("config", err.Error())
+		return false, nil
+	case err != nil:
+		r.fail("config", err.Error())
+	case path != "":
+		r.ok("config", path)
+	default:
+		r.ok("config", "no file; defaults and environment")
+	}
+	for _, w := range cfg.Warnings() {
+		r.warn("config", w)
+	}
+	set := toolSet(cfg)
+	if err := cfg.ValidateTools(set.Names()); err != nil {
+		r.fail("tools", err.Error())
+	} else {
+		r.ok("tools", strings.Join(set.Names(), ", "))
+	}
+	if *verbose {
+		fmt.Fprintf(stdout, "\neffective configuration:\n%s\n", cfg.Redacted())
+	}
+
+	doctorDataDir(r, cfg)
+	doctorStore(ctx, r, cfg)
+	doctorLLM(ctx, r, cfg)
+	doctorPlatforms(r, cfg)
+	if r.failed {
+		fmt.Fprintln(stdout, "\nSomething needs fixing; see the FAIL lines above.")
+	} else {
+		fmt.Fprintln(stdout, "\nAll checks passed.")
+	}
+	return !r.failed, nil
+}
+
+func doctorDataDir(r *report, cfg *config.Config) {
+	dir := cfg.Store.DataDir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		r.fail("data dir", fmt.Sprintf("%s: %v; set FIRSTMATE_DATA_DIR (or store.data_dir) to a writable directory", dir, err))
+		return
+	}
+	f, err := os.CreateTemp(dir, ".doctor-*")
+	if err != nil {
+		r.fail("data dir", fmt.Sprintf("%s is not writable: %v; fix its permissions or set FIRSTMATE_DATA_DIR", dir, err))
+		return
+	}
+	f.Close()
+	os.Remove(f.Name())
+	r.ok("data dir", dir)
+}
+
+func doctorStore(ctx context.Context, r *report, cfg *config.Config) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, kind, err := openStore(ctx, cfg)
+	switch {
+	case errors.Is(err, local.ErrInUse):
+		r.ok("store", "embedded store "+filepath.Join(cfg.Store.DataDir, "firstmate.db")+" is open in a running firstmate")
+		return
+	case err != nil:
+		fix := "check REDIS_URL (redis://host:6379/0) and that Redis is running"
+		if cfg.Store.RedisURL == "" {
+			fix = "check FIRSTMATE_DATA_DIR"
+		}
+		r.fail("store", fmt.Sprintf("%v; %s", err, fix))
+		return
+	}
+	defer st.Close()
+	r.ok("store", kind)
+}
+
+func doctorLLM(ctx context.Context, r *report, cfg *config.Config) {
+	if err := cfg.RequireLLM(); err != nil {
+		r.fail("llm", err.Error())
+		return
+	}
+	m, err := newModel(cfg)
+	if err != nil {
+		r.fail("llm", err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	models, err := m.ListModels(ctx)
+	if err != nil {
+		r.fail("llm", fmt.Sprintf("%s: %v", cfg.LLM.BaseURL, err))
+		return
+	}
+	if len(models) > 0 && !slices.Contains(models, cfg.LLM.Model) {
+		shown := models
+		if len(shown) > 10 {
+			shown = shown[:10]
+		}
+		r.warn("llm", fmt.Sprintf("%s does not list model %q (it lists %s); check FIRSTMATE_MODEL", cfg.LLM.BaseURL, cfg.LLM.Model, strings.Join(shown, ", ")))
+		return
+	}
+	r.ok("llm", fmt.Sprintf("%s answers; model %s", cfg.LLM.BaseURL, cfg.LLM.Model))
+}
+
+func doctorPlatforms(r *report, cfg *config.Config) {
+	if !cfg.Slack.Enabled() && !cfg.Telegram.Enabled() {
+		r.warn("platforms", "no Slack or Telegram token set; `firstmate chat` works, `firstmate serve` has nothing to serve")
+		return
+	}
+	r.warn("platforms", errPlatformPending.Error())
+}

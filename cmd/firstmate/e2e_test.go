@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/firstmate/firstmate/internal/fakellm"
+)
+
+// binary is the firstmate binary built once for the end-to-end tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "firstmate-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "firstmate")
+	out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build firstmate: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// runBinary runs firstmate with args, stdin and a clean environment plus env.
+func runBinary(t *testing.T, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("firstmate %v timed out\nstdout:\n%s\nstderr:\n%s", args, out.String(), errb.String())
+	}
+	code = 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func chatEnv(t *testing.T, llm *fakellm.Server, dataDir string) []string {
+	return []string{
+		"OPENAI_BASE_URL=" + llm.URL(),
+		"FIRSTMATE_MODEL=fake-model",
+		"FIRSTMATE_DATA_DIR=" + dataDir,
+	}
+}
+
+// TestChatTurnWithTools is the issue's acceptance path: the terminal chat,
+// on the fake model, runs a turn that calls ls and write and shows a line
+// for each tool.
+func TestChatTurnWithTools(t *testing.T) {
+	for _, store := range []string{"embedded", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			llm := fakellm.New(t, fakellm.WithHandler(fakellm.Demo))
+			data := t.TempDir()
+			env := chatEnv(t, llm, data)
+			if store == "redis" {
+				env = append(env, "REDIS_URL="+redisURL(t))
+			}
+			out, errOut, code := runBinary(t, env, "please make a note\n", "chat")
+			if code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			for _, want := range []string{"✓ ls ", "✓ write wrote 21 B to hello.txt", "I left a note in hello.txt"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			ws, err := filepath.Glob(filepath.Join(data, "workspaces", "*", "hello.txt"))
+			if err != nil || len(ws) != 1 {
+				t.Fatalf("hello.txt not in one workspace: %v %v", ws, err)
+			}
+			if b, _ := os.ReadFile(ws[0]); !strings.Contains(string(b), "hello") {
+				t.Errorf("hello.txt = %q", b)
+			}
+			// The history outlives the process: a second run sees the turn.
+			out, _, _ = runBinary(t, env, "/status\n", "chat")
+			if !strings.Contains(out, "Conversation: 1 turn(s), 5 message(s).") {
+				t.Errorf("status after restart:\n%s", out)
+			}
+			reqs := llm.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("model got %d requests, want 2", len(reqs))
+			}
+			if got := len(reqs[0].Tools); got != 10 {
+				t.Errorf("model was offered %d tools, want the 10 file tools", got)
+			}
+		})
+	}
+}
+
+func TestChatScriptedLinesAreSeparateTurns(t *testing.T) {
+	llm := fakellm.New(t, fakellm.WithHandler(func(req *fakellm.Request) fakellm.Reply {
+		return fakellm.Text(fmt.Sprintf("turn with %d messages", len(req.Messages)))
+	}))
+	out, errOut, code := runBinary(t, chatEnv(t, llm, t.TempDir()), "one\ntwo\n\nthree\n", "chat")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// system + 1, then +2 each turn
+	for _, want := range []string{"turn with 2 messages", "turn with 4 messages", "turn with 6 messages"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestChatModelFailureIsHuman(t *testing.T) {
+	llm := fakellm.New(t, fakellm.WithHandler(func(*fakellm.Request) fakellm.Reply {
+		return fakellm.Error(500, "upstream exploded")
+	}))
+	env := append(chatEnv(t, llm, t.TempDir()), "FIRSTMATE_CONFIG="+writeFile(t, "llm:\n  max_retries: 1\n"))
+	out, errOut, code := runBinary(t, env, "hi\n", "chat")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "I could not reach the model (2 attempts)") {
+		t.Errorf("output:\n%s", out)
+	}
+	if strings.Contains(out, "goroutine") || strings.Contains(out, "panic") {
+		t.Errorf("stack trace shown to the user:\n%s", out)
+	}
+}
+
+func TestChatNeedsModel(t *testing.T) {
+	_, errOut, code := runBinary(t, []string{"FIRSTMATE_DATA_DIR=" + t.TempDir()}, "", "chat")
+	if code != 1 || !strings.Contains(errOut, "FIRSTMATE_MODEL") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+func TestSecretsStayOutOfOutput(t *testing.T) {
+	const key = "sk-test-very-secret-key-123456"
+	llm := fakellm.New(t, fakellm.WithAPIKey(key), fakellm.WithReplies(
+		fakellm.Calls(fakellm.Call("write", `{"path":"leak.txt","content":"the key is `+key+`"}`)),
+		fakellm.Calls(fakellm.Call("read", `{"path":"leak.txt"}`)),
+		fakellm.Text("done"),
+	))
+	env := append(chatEnv(t, llm, t.TempDir()), "OPENAI_API_KEY="+key, "FIRSTMATE_LOG_LEVEL=debug")
+	out, errOut, code := runBinary(t, env, "go\n", "chat")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out, key) || strings.Contains(errOut, key) {
+		t.Fatalf("the API key appeared in output or logs:\n%s\n%s", out, errOut)
+	}
+	reqs := llm.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if c := last[len(last)-1].Text(); strings.Contains(c, key) || !strings.Contains(c, "[redacted]") {
+		t.Fatalf("the read result sent to the model: %q", c)
+	}
+}
+
+func TestDoctor(t *testing.T) {
+	llm := fakellm.New(t)
+	t.Run("healthy", func(t *testing.T) {
+		out, _, code := runBinary(t, chatEnv(t, llm, t.TempDir()), "", "doctor")
+		if code != 0 || !strings.Contains(out, "All checks passed") || !strings.Contains(out, "ok    llm") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("bad config and unreachable llm", func(t *testing.T) {
+		cfg := writeFile(t, "llm:\n  tool_protocol: xml\n  modle: x\n")
+		env := []string{"FIRSTMATE_CONFIG=" + cfg, "OPENAI_BASE_URL=http://" + deadAddr(t) + "/v1", "FIRSTMATE_MODEL=m", "FIRSTMATE_DATA_DIR=" + t.TempDir()}
+		out, _, code := runBinary(t, env, "", "doctor")
+		if code != 1 {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		for _, want := range []string{"tool_protocol", "modle", "FAIL  llm"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("doctor output lacks %q:\n%s", want, out)
+			}
+		}
+	})
+	t.Run("redis down", func(t *testing.T) {
+		env := append(chatEnv(t, llm, t.TempDir()), "REDIS_URL=redis://"+deadAddr(t)+"/0")
+		out, _, code := runBinary(t, env, "", "doctor")
+		if code != 1 || !strings.Contains(out, "FAIL  store") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+}
+
+func TestServeWithoutPlatformsSaysWhatToSet(t *testing.T) {
+	_, errOut, code := runBinary(t, []string{"FIRSTMATE_DATA_DIR=" + t.TempDir()}, "", "serve")
+	if code != 1 || !strings.Contains(errOut, "SLACK_BOT_TOKEN") || !strings.Contains(errOut, "TELEGRAM_BOT_TOKEN") {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	out, _, code := runBinary(t, nil, "", "version")
+	if code != 0 || !strings.HasPrefix(out, "firstmate ") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+	_, errOut, code := runBinary(t, nil, "", "frobnicate")
+	if code != 2 || !strings.Contains(errOut, "unknown command") {
+		t.Fatalf("unknown command: %d %q", code, errOut)
+	}
+}
+
+func writeFile(t *testing.T, content string) string {
+	p := filepath.Join(t.TempDir(), "firstmate.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// deadAddr is a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// redisURL is a Redis for the test: $REDIS_URL or the local one. Without
+// one the test skips, except in CI where it fails. Keys are isolated by
+// database 0 plus the store's per-session prefix; the test's keys are
+// removed at the end.
+func redisURL(t *testing.T) string {
+	url := os.Getenv("REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	opt, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(opt)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no Redis at %s in CI: %v", url, err)
+		}
+		t.Skipf("no Redis at %s: %v", url, err)
+	}
+	return url
+}
