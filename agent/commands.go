@@ -191,4 +191,3 @@ func (d *Dispatcher) userMessage(err error) string {
 	}
 	return "Something went wrong on my side; it is in the log. Try again."
 }
-

@@ -16,7 +16,7 @@ const (
 type Message struct {
 	Role       Role       `json:"role"`
 	Content    string     `json:"content,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`  // assistant only
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`   // assistant only
 	ToolCallID string     `json:"tool_call_id,omitempty"` // tool only
 	ToolName   string     `json:"tool_name,omitempty"`    // tool only; the text protocol needs it
 }

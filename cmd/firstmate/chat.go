@@ -59,4 +59,3 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	defer signal.Stop(interrupts)
 	return con.Run(ctx, d, console.Options{In: stdin, Interactive: interactive, Interrupts: interrupts})
 }
-

@@ -28,7 +28,9 @@ func (r *report) fail(what, detail string) {
 	fmt.Fprintf(r.w, "FAIL  %-10s %s\n", what, indent(detail))
 }
 
-func indent(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n                 ") }
+func indent(s string) string {
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n                 ")
+}
 
 // cmdDoctor checks the setup and says what is wrong and how to fix it. It
 // reports ok=false when anything failed.

@@ -30,4 +30,3 @@ func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	return errPlatformPending
 }
-
