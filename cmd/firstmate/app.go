@@ -51,7 +51,7 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 // in the data dir.
 func openStore(ctx context.Context, cfg *config.Config) (agent.Store, string, error) {
 	if url := cfg.Store.RedisURL.Reveal(); url != "" {
-		st, err := redis.Open(ctx, url, redis.Options{Retention: cfg.Retention()})
+		st, err := redis.Open(ctx, url, redis.Options{Prefix: cfg.Store.RedisPrefix, Retention: cfg.Retention()})
 		if err != nil {
 			return nil, "", err
 		}

@@ -78,7 +78,7 @@ func TestChatTurnWithTools(t *testing.T) {
 			data := t.TempDir()
 			env := chatEnv(t, llm, data)
 			if store == "redis" {
-				env = append(env, "REDIS_URL="+redisURL(t))
+				env = append(env, "REDIS_URL="+redisURL(t), "FIRSTMATE_REDIS_PREFIX="+redisPrefix(t))
 			}
 			out, errOut, code := runBinary(t, env, "please make a note\n", "chat")
 			if code != 0 {
@@ -239,6 +239,23 @@ func deadAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// redisPrefix is a key prefix of the test's own; its keys are deleted when
+// the test ends.
+func redisPrefix(t *testing.T) string {
+	prefix := fmt.Sprintf("fmtest-%d-%d", os.Getpid(), time.Now().UnixNano())
+	t.Cleanup(func() {
+		opt, _ := goredis.ParseURL(redisURL(t))
+		c := goredis.NewClient(opt)
+		defer c.Close()
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+	})
+	return prefix
 }
 
 // redisURL is a Redis for the test: $REDIS_URL or the local one. Without

@@ -9,6 +9,7 @@
 //	OPENAI_BASE_URL       llm.base_url (http or https; normally ends in /v1)
 //	FIRSTMATE_MODEL       llm.model
 //	REDIS_URL             store.redis_url (redis:// or rediss://; unset: embedded store)
+//	FIRSTMATE_REDIS_PREFIX store.redis_prefix (default "fm")
 //	FIRSTMATE_DATA_DIR    store.data_dir
 //	FIRSTMATE_HTTP_ADDR   http.addr
 //	FIRSTMATE_LOG_LEVEL   log.level (debug, info, warn, error)
@@ -113,6 +114,9 @@ type Store struct {
 	// RedisURL selects the Redis store (redis:// or rediss://); empty
 	// selects the embedded store in DataDir. A Secret: it may hold a password.
 	RedisURL Secret `yaml:"redis_url" json:"redis_url"`
+	// RedisPrefix starts every Redis key, so several deployments (or
+	// tests) can share one Redis. Default "fm".
+	RedisPrefix string `yaml:"redis_prefix" json:"redis_prefix"`
 	// DataDir holds the embedded store and the channels' workspaces.
 	// A leading "~/" is the home directory.
 	DataDir string `yaml:"data_dir" json:"data_dir"`
@@ -182,6 +186,7 @@ func Default() *Config {
 			Workers:      8,
 			HistoryTurns: agent.DefaultRetention.MaxTurns,
 		},
+		Store:    Store{RedisPrefix: "fm"},
 		HTTP:     HTTP{Addr: DefaultHTTPAddr},
 		Log:      Log{Level: "info", Format: "text"},
 		Tools:    Tools{Default: agent.ToolAllow},
@@ -376,6 +381,7 @@ var envVars = []envVar{
 	{"OPENAI_BASE_URL", "llm.base_url", func(c *Config, v string) []error { c.LLM.BaseURL = v; return nil }},
 	{"FIRSTMATE_MODEL", "llm.model", func(c *Config, v string) []error { c.LLM.Model = v; return nil }},
 	{"REDIS_URL", "store.redis_url", func(c *Config, v string) []error { c.Store.RedisURL = Secret(v); return nil }},
+	{"FIRSTMATE_REDIS_PREFIX", "store.redis_prefix", func(c *Config, v string) []error { c.Store.RedisPrefix = v; return nil }},
 	{"FIRSTMATE_DATA_DIR", "store.data_dir", func(c *Config, v string) []error { c.Store.DataDir = v; return nil }},
 	{"FIRSTMATE_HTTP_ADDR", "http.addr", func(c *Config, v string) []error { c.HTTP.Addr = v; return nil }},
 	{"FIRSTMATE_LOG_LEVEL", "log.level", func(c *Config, v string) []error { c.Log.Level = v; return nil }},

@@ -83,7 +83,7 @@ func TestDefaults(t *testing.T) {
 			Timeout:      5 * time.Minute,
 		},
 		Agent:    Agent{MaxSteps: 20, TurnTimeout: 10 * time.Minute, Workers: 8, HistoryTurns: 200},
-		Store:    Store{DataDir: "/home/mate/.local/share/firstmate"},
+		Store:    Store{RedisPrefix: "fm", DataDir: "/home/mate/.local/share/firstmate"},
 		HTTP:     HTTP{Addr: "127.0.0.1:8080"},
 		Log:      Log{Level: "info", Format: "text"},
 		Tools:    Tools{Default: agent.ToolAllow},
@@ -227,7 +227,7 @@ func TestValidFile(t *testing.T) {
 			Workers:      2,
 			HistoryTurns: 50,
 		},
-		Store: Store{RedisURL: "rediss://:pw-0123456789@redis.internal:6380/2", DataDir: "/srv/firstmate"},
+		Store: Store{RedisURL: "rediss://:pw-0123456789@redis.internal:6380/2", RedisPrefix: "fm", DataDir: "/srv/firstmate"},
 		HTTP:  HTTP{Addr: ":9090"},
 		Log:   Log{Level: "debug", Format: "json"},
 		Tools: Tools{Default: agent.ToolDeny, Allow: []string{"ls", "read"}, Ask: []string{"shell"}, Deny: []string{}},
@@ -549,21 +549,22 @@ admins: [bob]
 func TestEnvOverFile(t *testing.T) {
 	path := writeConfig(t, fullFile)
 	e := env{
-		"OPENAI_API_KEY":       "sk-env-key-0123456789",
-		"OPENAI_BASE_URL":      "https://llm.example/v1",
-		"FIRSTMATE_MODEL":      "env-model",
-		"REDIS_URL":            "redis://localhost:6379/0",
-		"FIRSTMATE_DATA_DIR":   "/env/data",
-		"FIRSTMATE_HTTP_ADDR":  "0.0.0.0:80",
-		"FIRSTMATE_LOG_LEVEL":  "Warn",
-		"FIRSTMATE_LOG_FORMAT": "text",
-		"FIRSTMATE_ADMINS":     " slack:W0ENVADMIN , telegram:42,",
-		"SLACK_BOT_TOKEN":      "xoxb-env-bot-0123456789",
-		"SLACK_APP_TOKEN":      "xapp-env-app-0123456789",
-		"SLACK_SIGNING_SECRET": "env-signing-0123456789",
-		"SLACK_API_URL":        "https://slack.example/api/",
-		"TELEGRAM_BOT_TOKEN":   "99:env-telegram-0123456789",
-		"TELEGRAM_API_URL":     "https://tg.example",
+		"OPENAI_API_KEY":         "sk-env-key-0123456789",
+		"OPENAI_BASE_URL":        "https://llm.example/v1",
+		"FIRSTMATE_MODEL":        "env-model",
+		"REDIS_URL":              "redis://localhost:6379/0",
+		"FIRSTMATE_REDIS_PREFIX": "envprefix",
+		"FIRSTMATE_DATA_DIR":     "/env/data",
+		"FIRSTMATE_HTTP_ADDR":    "0.0.0.0:80",
+		"FIRSTMATE_LOG_LEVEL":    "Warn",
+		"FIRSTMATE_LOG_FORMAT":   "text",
+		"FIRSTMATE_ADMINS":       " slack:W0ENVADMIN , telegram:42,",
+		"SLACK_BOT_TOKEN":        "xoxb-env-bot-0123456789",
+		"SLACK_APP_TOKEN":        "xapp-env-app-0123456789",
+		"SLACK_SIGNING_SECRET":   "env-signing-0123456789",
+		"SLACK_API_URL":          "https://slack.example/api/",
+		"TELEGRAM_BOT_TOKEN":     "99:env-telegram-0123456789",
+		"TELEGRAM_API_URL":       "https://tg.example",
 	}
 	c := mustLoad(t, path, e)
 	checks := []struct {
@@ -573,6 +574,7 @@ func TestEnvOverFile(t *testing.T) {
 		{"OPENAI_BASE_URL", c.LLM.BaseURL, e["OPENAI_BASE_URL"]},
 		{"FIRSTMATE_MODEL", c.LLM.Model, "env-model"},
 		{"REDIS_URL", c.Store.RedisURL.Reveal(), e["REDIS_URL"]},
+		{"FIRSTMATE_REDIS_PREFIX", c.Store.RedisPrefix, "envprefix"},
 		{"FIRSTMATE_DATA_DIR", c.Store.DataDir, "/env/data"},
 		{"FIRSTMATE_HTTP_ADDR", c.HTTP.Addr, "0.0.0.0:80"},
 		{"FIRSTMATE_LOG_LEVEL", c.Log.Level, "warn"},
@@ -916,7 +918,7 @@ func TestSecretFieldsComplete(t *testing.T) {
 }
 
 func TestEnvVarNames(t *testing.T) {
-	want := []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "FIRSTMATE_MODEL", "REDIS_URL", "FIRSTMATE_DATA_DIR",
+	want := []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "FIRSTMATE_MODEL", "REDIS_URL", "FIRSTMATE_REDIS_PREFIX", "FIRSTMATE_DATA_DIR",
 		"FIRSTMATE_HTTP_ADDR", "FIRSTMATE_LOG_LEVEL", "FIRSTMATE_LOG_FORMAT", "FIRSTMATE_ADMINS",
 		"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL",
 		"TELEGRAM_BOT_TOKEN", "TELEGRAM_API_URL"}

@@ -97,6 +97,9 @@ func (v *validator) store() {
 			v.add("store.redis_url", "%s", msg)
 		}
 	}
+	if strings.ContainsAny(s.RedisPrefix, "{} \t\n") {
+		v.add("store.redis_prefix", "%q must not contain braces or spaces (braces would break the Redis Cluster hash tags); use letters, digits, '-', '_' or ':'", s.RedisPrefix)
+	}
 	if s.DataDir == "" {
 		v.add("store.data_dir", "not set, and there is no default without HOME or XDG_DATA_HOME; set %s", v.c.name("store.data_dir"))
 	}
