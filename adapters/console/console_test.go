@@ -1,0 +1,201 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/store/local"
+)
+
+func TestRender(t *testing.T) {
+	var b strings.Builder
+	c := New(&b, false)
+	ctx := t.Context()
+	for _, ev := range []agent.Event{
+		agent.TurnStarted{},
+		agent.TextDelta{Text: "Let me look"},
+		agent.ToolStarted{Name: "ls"},
+		agent.ToolFinished{Name: "ls", Summary: "listed . (2 entries)", Duration: 1500 * time.Microsecond},
+		agent.ToolFinished{Name: "read", Summary: "no such file", Failed: true, Duration: 300 * time.Microsecond},
+		agent.TextDelta{Text: "Done."},
+		agent.Answer{Text: "Let me lookDone.", Files: []string{"out.csv"}, Tools: 2, Took: 2300 * time.Millisecond},
+		agent.TurnStarted{},
+		agent.Answer{Text: "not streamed"},
+		agent.Failed{Message: "Stopped."},
+		agent.Notice{Text: "Idle."},
+	} {
+		if err := c.Emit(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "Let me look\n" +
+		"  ✓ ls listed . (2 entries) 1ms\n" +
+		"  ✗ read no such file 300µs\n" +
+		"Done.\n" +
+		"  attached: out.csv\n" +
+		"  (2 tool call(s), 2.3s)\n" +
+		"not streamed\n" +
+		"Stopped.\n" +
+		"Idle.\n"
+	if got := b.String(); got != want {
+		t.Errorf("rendered:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// model answers "echo: <input>" after an optional wait, and records the
+// order of inputs and whether two turns ever overlapped.
+type model struct {
+	mu      sync.Mutex
+	inputs  []string
+	busy    bool
+	overlap bool
+	block   string // an input that waits until cancelled
+}
+
+func (m *model) Complete(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+	in := req.Messages[len(req.Messages)-1].Content
+	m.mu.Lock()
+	m.overlap = m.overlap || m.busy
+	m.busy = true
+	m.inputs = append(m.inputs, in)
+	m.mu.Unlock()
+	defer func() { m.mu.Lock(); m.busy = false; m.mu.Unlock() }()
+	if in == m.block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	time.Sleep(5 * time.Millisecond) // long enough for a racing line to show
+	return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, Content: "echo: " + in}}, nil
+}
+
+func newDispatcher(t *testing.T, m agent.Model, c *Console) *agent.Dispatcher {
+	dir := t.TempDir()
+	st, err := local.Open(filepath.Join(dir, "db"), agent.Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := agent.NewDispatcher(agent.DispatcherConfig{Store: st, Loop: &agent.Loop{Model: m}, WorkspaceDir: dir,
+		Platforms: map[string]agent.Platform{Key.Platform: c}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; st.Close() })
+	return d
+}
+
+func TestRunScriptedOneTurnPerLine(t *testing.T) {
+	m := &model{}
+	var out syncBuffer
+	c := New(&out, false)
+	d := newDispatcher(t, m, c)
+	err := c.Run(t.Context(), d, Options{In: strings.NewReader("one\n\n  two  \nthree\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(m.inputs, "|") != "one|two|three" || m.overlap {
+		t.Fatalf("inputs %q overlap %v", m.inputs, m.overlap)
+	}
+	if got := out.String(); got != "echo: one\necho: two\necho: three\n" {
+		t.Fatalf("output %q", got)
+	}
+}
+
+func TestRunQuit(t *testing.T) {
+	m := &model{}
+	var out syncBuffer
+	c := New(&out, false)
+	d := newDispatcher(t, m, c)
+	if err := c.Run(t.Context(), d, Options{In: strings.NewReader("one\n/quit\ntwo\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(m.inputs, "|") != "one" {
+		t.Fatalf("inputs %q", m.inputs)
+	}
+}
+
+func TestRunInterruptStopsTurnThenExits(t *testing.T) {
+	m := &model{block: "forever"}
+	var out syncBuffer
+	c := New(&out, false)
+	d := newDispatcher(t, m, c)
+	in, typeLine := io.Pipe()
+	interrupts := make(chan os.Signal)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(t.Context(), d, Options{In: in, Interactive: true, Interrupts: interrupts}) }()
+	io.WriteString(typeLine, "forever\n")
+	waitFor(t, func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.busy })
+	interrupts <- os.Interrupt // stops the turn
+	waitFor(t, func() bool { return strings.Contains(out.String(), "Stopped.") })
+	select {
+	case err := <-done:
+		t.Fatalf("the first interrupt ended the chat: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	interrupts <- os.Interrupt // exits
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second interrupt did not end the chat")
+	}
+	typeLine.Close()
+	if !strings.Contains(out.String(), "press Ctrl-C again to quit") {
+		t.Errorf("output %q", out.String())
+	}
+}
+
+func TestRunSubmitErrorIsShown(t *testing.T) {
+	var out syncBuffer
+	c := New(&out, false)
+	err := c.Run(t.Context(), failing{}, Options{In: strings.NewReader("hello\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "could not send: store down") {
+		t.Fatalf("output %q", out.String())
+	}
+}
+
+type failing struct{}
+
+func (failing) Submit(context.Context, agent.Inbound) error      { return errors.New("store down") }
+func (failing) Stop(agent.SessionKey) bool                       { return false }
+func (failing) WaitIdle(context.Context, agent.SessionKey) error { return nil }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
