@@ -3,7 +3,19 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/internal/config"
 )
 
 // errNothingToServe names what to set when no platform is configured.
@@ -16,6 +28,25 @@ var errNothingToServe = errors.New(`nothing to serve: no platform is configured.
 // is not part of this build.
 var errPlatformPending = errors.New("the Slack and Telegram adapters are not part of this version yet; use `firstmate chat` for now")
 
+// adapter is a platform connection that serve runs: it receives events,
+// submits them to the dispatcher and renders the dispatcher's threads.
+type adapter interface {
+	agent.Platform
+	Name() string // the agent.SessionKey platform it serves
+	// Routes adds the adapter's webhook handlers, if it has any.
+	Routes(mux *http.ServeMux)
+	// Run receives events until ctx ends.
+	Run(ctx context.Context, d *agent.Dispatcher) error
+}
+
+// adaptersFor builds the adapters the configuration asks for.
+func adaptersFor(cfg *config.Config) ([]adapter, error) {
+	if !cfg.Slack.Enabled() && !cfg.Telegram.Enabled() {
+		return nil, errNothingToServe
+	}
+	return nil, errPlatformPending
+}
+
 func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs, cfgPath := commonFlags("serve", stderr)
 	if err := fs.Parse(args); err != nil {
@@ -25,8 +56,79 @@ func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !cfg.Slack.Enabled() && !cfg.Telegram.Enabled() {
-		return errNothingToServe
+	adapters, err := adaptersFor(cfg)
+	if err != nil {
+		return err
 	}
-	return errPlatformPending
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := newApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.store.Close()
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("http listener: %w (set FIRSTMATE_HTTP_ADDR to a free address)", err)
+	}
+	return runServe(ctx, a, ln, adapters)
+}
+
+// runServe runs the dispatcher, the HTTP listener on ln and the adapters
+// until ctx ends or one of them fails, then shuts everything down in order:
+// adapters stop receiving, running turns get the dispatcher's grace period,
+// the listener drains.
+func runServe(ctx context.Context, a *app, ln net.Listener, adapters []adapter) error {
+	platforms := map[string]agent.Platform{}
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", healthz(a.store))
+	for _, ad := range adapters {
+		platforms[ad.Name()] = ad
+		ad.Routes(mux)
+	}
+	d := a.dispatcher(platforms)
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Go(func() { d.Run(ctx) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
+	wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cancel(fmt.Errorf("http listener: %w", err))
+		}
+	})
+	for _, ad := range adapters {
+		wg.Go(func() {
+			if err := ad.Run(ctx, d); err != nil && ctx.Err() == nil {
+				cancel(fmt.Errorf("%s: %w", ad.Name(), err))
+			}
+		})
+	}
+	a.log.Info("serving", "http", ln.Addr().String(), "platforms", len(adapters))
+	<-ctx.Done()
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer scancel()
+	srv.Shutdown(sctx)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	a.log.Info("stopped")
+	return nil
+}
+
+// healthz answers 200 while the store answers, 503 otherwise.
+func healthz(st agent.Store) http.Handler {
+	probe := agent.SessionKey{Platform: "health", Chat: "probe"}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := st.Pending(ctx, probe); err != nil {
+			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
 }
