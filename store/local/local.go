@@ -29,6 +29,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/store/internal/storejson"
 )
 
 // ErrInUse means another process has the store's file open.
@@ -123,13 +124,13 @@ func (s *Store) Close() error {
 
 // Enqueue implements agent.Store.
 func (s *Store) Enqueue(ctx context.Context, in agent.Inbound) (added bool, err error) {
-	if err := validInbound(in); err != nil {
+	if err := in.Validate(); err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	data, err := marshal(in)
+	data, err := storejson.Marshal(in)
 	if err != nil {
 		return false, err
 	}
@@ -158,7 +159,7 @@ func (s *Store) Enqueue(ctx context.Context, in agent.Inbound) (added bool, err 
 // Seen implements agent.Store. It shares Enqueue's dedup records, so a
 // message is first either as a command or as a mailbox entry, never both.
 func (s *Store) Seen(ctx context.Context, in agent.Inbound) (first bool, err error) {
-	if err := validInbound(in); err != nil {
+	if err := in.Validate(); err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -188,7 +189,7 @@ func (s *Store) markSeen(tx *bbolt.Tx, in agent.Inbound, now time.Time) (bool, e
 
 // Claim implements agent.Store.
 func (s *Store) Claim(ctx context.Context, key agent.SessionKey, owner string, ttl time.Duration) (*agent.Claim, error) {
-	if err := validLease(key, owner, ttl); err != nil {
+	if err := agent.ValidateLease(key, owner, ttl); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -222,7 +223,7 @@ func (s *Store) Claim(ctx context.Context, key agent.SessionKey, owner string, t
 
 // Renew implements agent.Store.
 func (s *Store) Renew(ctx context.Context, key agent.SessionKey, owner string, ttl time.Duration) error {
-	if err := validLease(key, owner, ttl); err != nil {
+	if err := agent.ValidateLease(key, owner, ttl); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -244,7 +245,7 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 		return err
 	}
 	if consumed < 0 {
-		return fmt.Errorf("commit: consumed %d < 0", consumed)
+		return fmt.Errorf("%w commit: consumed %d < 0", agent.ErrInvalid, consumed)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -252,7 +253,7 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 	var data []byte
 	if len(turn) > 0 {
 		var err error
-		if data, err = marshal(turn); err != nil {
+		if data, err = storejson.Marshal(turn); err != nil {
 			return err
 		}
 	}
@@ -306,6 +307,53 @@ func (s *Store) Release(ctx context.Context, key agent.SessionKey, owner string)
 	}
 	delete(s.leases.m, key.String())
 	return 0, nil
+}
+
+// Abandon implements agent.Store.
+func (s *Store) Abandon(ctx context.Context, key agent.SessionKey, owner string) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	if l, ok := s.leases.m[key.String()]; ok && l.owner == owner {
+		delete(s.leases.m, key.String())
+	}
+	return nil
+}
+
+// Waiting implements agent.Store.
+func (s *Store) Waiting(ctx context.Context) ([]agent.SessionKey, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var keys []agent.SessionKey
+	now := time.Now()
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		sessions := tx.Bucket(bucketSessions)
+		// Bucket names are the keys' String() forms and bbolt iterates in
+		// byte order, so the list comes out sorted as agent.Store wants.
+		return sessions.ForEach(func(name, _ []byte) error {
+			sb := sessions.Bucket(name)
+			if sb == nil || !now.Before(decodeTime(sb.Get(keyExpires))) || count(sb.Bucket(bucketMailbox)) == 0 {
+				return nil
+			}
+			key, err := agent.ParseSessionKey(string(name))
+			if err != nil {
+				// Not written by this version; nothing can claim it anyway.
+				return nil
+			}
+			keys = append(keys, key)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting: %w", err)
+	}
+	return keys, nil
 }
 
 // History implements agent.Store.
@@ -408,7 +456,7 @@ func (s *Store) SetSettings(ctx context.Context, channel agent.SessionKey, cs ag
 	}
 	want := cs.Version
 	cs.Version++
-	data, err := marshal(cs)
+	data, err := storejson.Marshal(cs)
 	if err != nil {
 		return agent.ChannelSettings{}, err
 	}
@@ -554,41 +602,6 @@ func decodeTime(b []byte) time.Time {
 		return time.Unix(0, 0)
 	}
 	return time.Unix(0, int64(binary.BigEndian.Uint64(b)))
-}
-
-// marshal encodes v as compact JSON without HTML escaping, so text and tool
-// arguments are stored as they came.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-func validInbound(in agent.Inbound) error {
-	if err := in.Key.Validate(); err != nil {
-		return err
-	}
-	if in.MessageID == "" {
-		return errors.New("message has no ID")
-	}
-	return nil
-}
-
-func validLease(key agent.SessionKey, owner string, ttl time.Duration) error {
-	if err := key.Validate(); err != nil {
-		return err
-	}
-	if owner == "" {
-		return errors.New("lease: empty owner")
-	}
-	if ttl <= 0 {
-		return fmt.Errorf("lease: ttl %v <= 0", ttl)
-	}
-	return nil
 }
 
 type lease struct {

@@ -71,6 +71,46 @@ func (s *Store) sessionKeys(k agent.SessionKey) []string {
 	return []string{s.key(lease, k, ""), s.key(mailbox, k, ""), s.key(history, k, "")}
 }
 
+// mailboxSession returns the session whose mailbox key is k, or false if k
+// is not the mailbox key of one of s's sessions.
+func (s *Store) mailboxSession(k string) (agent.SessionKey, bool) {
+	rest, ok := strings.CutSuffix(k, ":mbox")
+	if !ok {
+		return agent.SessionKey{}, false
+	}
+	// A session key's String() has exactly three ':' of its own (its parts
+	// escape theirs), so it is the last four ':'-separated fields. Neither
+	// the first ":s:" nor the first "}:s:" would do: both can occur inside
+	// the channel's part of the hash tag.
+	i := len(rest)
+	for range 4 {
+		if i = strings.LastIndexByte(rest[:i], ':'); i < 0 {
+			return agent.SessionKey{}, false
+		}
+	}
+	key, err := agent.ParseSessionKey(rest[i+1:])
+	// Rebuilding the key checks the rest: the prefix, the hash tag and the
+	// s: marker.
+	if err != nil || s.key(mailbox, key, "") != k {
+		return agent.SessionKey{}, false
+	}
+	return key, true
+}
+
+// globEscape quotes s for a SCAN MATCH pattern, whose glob syntax gives
+// '*', '?', '[', ']' and '\' a meaning; a prefix may contain any of them.
+func globEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
 // DefaultPrefix starts every key when Options.Prefix is empty.
 const DefaultPrefix = "fm"
 

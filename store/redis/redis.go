@@ -14,18 +14,22 @@
 package redis
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/store/internal/storejson"
 )
 
 // Options configure a Store.
@@ -95,10 +99,10 @@ func (s *Store) Close() error { return s.client.Close() }
 
 // Enqueue implements agent.Store.
 func (s *Store) Enqueue(ctx context.Context, in agent.Inbound) (added bool, err error) {
-	if err := validInbound(in); err != nil {
+	if err := in.Validate(); err != nil {
 		return false, err
 	}
-	data, err := marshal(in)
+	data, err := storejson.Marshal(in)
 	if err != nil {
 		return false, err
 	}
@@ -113,7 +117,7 @@ func (s *Store) Enqueue(ctx context.Context, in agent.Inbound) (added bool, err 
 // Seen implements agent.Store. It shares Enqueue's dedup records, so a
 // message is first either as a command or as a mailbox entry, never both.
 func (s *Store) Seen(ctx context.Context, in agent.Inbound) (first bool, err error) {
-	if err := validInbound(in); err != nil {
+	if err := in.Validate(); err != nil {
 		return false, err
 	}
 	first, err = s.client.SetNX(ctx, s.key(dedup, in.Key, in.MessageID), "1", s.ret.DedupTTL).Result()
@@ -125,7 +129,7 @@ func (s *Store) Seen(ctx context.Context, in agent.Inbound) (first bool, err err
 
 // Claim implements agent.Store.
 func (s *Store) Claim(ctx context.Context, key agent.SessionKey, owner string, ttl time.Duration) (*agent.Claim, error) {
-	if err := validLease(key, owner, ttl); err != nil {
+	if err := agent.ValidateLease(key, owner, ttl); err != nil {
 		return nil, err
 	}
 	res, err := claimScript.Run(ctx, s.client, s.sessionKeys(key), owner, ms(ttl)).Slice()
@@ -150,7 +154,7 @@ func (s *Store) Claim(ctx context.Context, key agent.SessionKey, owner string, t
 
 // Renew implements agent.Store.
 func (s *Store) Renew(ctx context.Context, key agent.SessionKey, owner string, ttl time.Duration) error {
-	if err := validLease(key, owner, ttl); err != nil {
+	if err := agent.ValidateLease(key, owner, ttl); err != nil {
 		return err
 	}
 	n, err := renewScript.Run(ctx, s.client, []string{s.key(lease, key, "")}, owner, ms(ttl)).Int()
@@ -169,12 +173,12 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 		return err
 	}
 	if consumed < 0 {
-		return fmt.Errorf("commit: consumed %d < 0", consumed)
+		return fmt.Errorf("%w commit: consumed %d < 0", agent.ErrInvalid, consumed)
 	}
 	var data []byte
 	if len(turn) > 0 {
 		var err error
-		if data, err = marshal(turn); err != nil {
+		if data, err = storejson.Marshal(turn); err != nil {
 			return err
 		}
 	}
@@ -202,6 +206,79 @@ func (s *Store) Release(ctx context.Context, key agent.SessionKey, owner string)
 		return 0, agent.ErrLeaseLost
 	}
 	return n, nil
+}
+
+// Abandon implements agent.Store.
+func (s *Store) Abandon(ctx context.Context, key agent.SessionKey, owner string) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if err := abandonScript.Run(ctx, s.client, []string{s.key(lease, key, "")}, owner).Err(); err != nil {
+		return fmt.Errorf("redis abandon: %w", err)
+	}
+	return nil
+}
+
+// Waiting implements agent.Store. It SCANs for mailbox keys (on every
+// master of a Cluster, every shard of a Ring) and then counts their entries
+// in one pipeline.
+func (s *Store) Waiting(ctx context.Context) ([]agent.SessionKey, error) {
+	var (
+		mu    sync.Mutex
+		found = map[string]agent.SessionKey{} // SCAN may return a key twice
+	)
+	match := globEscape(s.prefix) + ":{*}:s:*:mbox"
+	scan := func(ctx context.Context, c goredis.Cmdable) error {
+		iter := c.Scan(ctx, 0, match, scanCount).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			if key, ok := s.mailboxSession(k); ok {
+				mu.Lock()
+				found[k] = key
+				mu.Unlock()
+			}
+		}
+		return iter.Err()
+	}
+	var err error
+	switch c := s.client.(type) {
+	case *goredis.ClusterClient:
+		// A Cluster node scans only its own keys. ForEachMaster calls fn
+		// on all masters at once, hence the mutex.
+		err = c.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error { return scan(ctx, node) })
+	case *goredis.Ring:
+		err = c.ForEachShard(ctx, func(ctx context.Context, shard *goredis.Client) error { return scan(ctx, shard) })
+	default:
+		err = scan(ctx, c)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis waiting: %w", err)
+	}
+	if len(found) == 0 {
+		return nil, nil
+	}
+
+	// Redis deletes a list when its last entry goes, so a key SCAN saw may
+	// since have been emptied (or expired): count what is left.
+	names := slices.Collect(maps.Keys(found))
+	lens := make([]*goredis.IntCmd, len(names))
+	_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, k := range names {
+			lens[i] = p.LLen(ctx, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis waiting: %w", err)
+	}
+	var keys []agent.SessionKey
+	for i, k := range names {
+		if lens[i].Val() > 0 {
+			keys = append(keys, found[k])
+		}
+	}
+	slices.SortFunc(keys, func(a, b agent.SessionKey) int { return strings.Compare(a.String(), b.String()) })
+	return keys, nil
 }
 
 // History implements agent.Store.
@@ -271,7 +348,7 @@ func (s *Store) SetSettings(ctx context.Context, channel agent.SessionKey, cs ag
 	}
 	want := cs.Version
 	cs.Version++
-	data, err := marshal(cs)
+	data, err := storejson.Marshal(cs)
 	if err != nil {
 		return agent.ChannelSettings{}, err
 	}
@@ -335,41 +412,10 @@ func appendTurn(msgs []agent.Message, data string) ([]agent.Message, error) {
 	return append(msgs, turn...), nil
 }
 
-// marshal encodes v as compact JSON without HTML escaping, so text and tool
-// arguments are stored as they came.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+// scanCount is the COUNT hint of Waiting's SCAN: keys a server looks at per
+// call. Larger means fewer round trips and longer single calls.
+const scanCount = 1000
 
 // ms is d in whole milliseconds for PX and PEXPIRE, at least 1 (0 is an
 // error there).
 func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
-
-func validInbound(in agent.Inbound) error {
-	if err := in.Key.Validate(); err != nil {
-		return err
-	}
-	if in.MessageID == "" {
-		return errors.New("message has no ID")
-	}
-	return nil
-}
-
-func validLease(key agent.SessionKey, owner string, ttl time.Duration) error {
-	if err := key.Validate(); err != nil {
-		return err
-	}
-	if owner == "" {
-		return errors.New("lease: empty owner")
-	}
-	if ttl <= 0 {
-		return fmt.Errorf("lease: ttl %v <= 0", ttl)
-	}
-	return nil
-}

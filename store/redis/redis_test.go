@@ -58,12 +58,17 @@ func newClient(t testing.TB) *goredis.Client {
 // testPrefix returns a fresh key prefix and deletes its keys when t ends.
 func testPrefix(t testing.TB) string {
 	t.Helper()
+	return cleanPrefix(t, "fmtest-"+rand.Text()[:12])
+}
+
+// cleanPrefix deletes the keys under prefix when t ends and returns it.
+func cleanPrefix(t testing.TB, prefix string) string {
+	t.Helper()
 	c := newClient(t)
-	prefix := "fmtest-" + rand.Text()[:12]
 	t.Cleanup(func() {
 		defer c.Close()
 		ctx := context.Background()
-		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		iter := c.Scan(ctx, 0, globEscape(prefix)+":*", 1000).Iterator()
 		var keys []string
 		for iter.Next(ctx) {
 			keys = append(keys, iter.Val())
@@ -97,7 +102,7 @@ func TestConformance(t *testing.T) {
 // keysOf lists the keys under s's prefix.
 func keysOf(t *testing.T, c *goredis.Client, s *Store) []string {
 	t.Helper()
-	keys, err := c.Keys(t.Context(), s.prefix+":*").Result()
+	keys, err := c.Keys(t.Context(), globEscape(s.prefix)+":*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,5 +425,86 @@ func TestReplicasShareState(t *testing.T) {
 	}
 	if len(c.Mailbox) != 0 || len(c.History) != len(turnOf) {
 		t.Fatalf("replica b claimed %d messages and %d of history, want 0 and %d", len(c.Mailbox), len(c.History), len(turnOf))
+	}
+}
+
+func TestWaitingGlobPrefix(t *testing.T) {
+	base := "fmtest-" + rand.Text()[:12]
+	// Unescaped, the first prefix as a pattern would match the other two.
+	glob := cleanPrefix(t, base+`*?[x]\`)
+	a := New(newClient(t), Options{Prefix: glob})
+	defer a.Close()
+	ctx := t.Context()
+	var others []*Store
+	for _, p := range []string{base + "-yx", base + "ab[x]x"} {
+		o := New(newClient(t), Options{Prefix: cleanPrefix(t, p)})
+		defer o.Close()
+		others = append(others, o)
+	}
+	key := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}
+	for i, o := range others {
+		if _, err := o.Enqueue(ctx, agent.Inbound{Key: key, MessageID: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := a.Waiting(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("Waiting with other prefixes' messages = %v, %v; want none", got, err)
+	}
+	if _, err := a.Enqueue(ctx, agent.Inbound{Key: key, MessageID: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Waiting(ctx)
+	if err != nil || len(got) != 1 || got[0] != key {
+		t.Fatalf("Waiting = %v, %v; want [%v]", got, err, key)
+	}
+	for _, o := range others {
+		if got, err := o.Waiting(ctx); err != nil || len(got) != 1 || got[0] != key {
+			t.Fatalf("Waiting on %q = %v, %v; want [%v]", o.prefix, got, err, key)
+		}
+	}
+}
+
+func TestMailboxSession(t *testing.T) {
+	s := &Store{prefix: "fm"}
+	for _, key := range []agent.SessionKey{
+		{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"},
+		{Platform: "slack", Team: "T1", Chat: "C1"},
+		{Platform: "x", Team: "}", Chat: "s", Thread: "t"},
+		{Platform: "x", Team: "a:b%", Chat: "}:s:{", Thread: ":mbox"},
+	} {
+		got, ok := s.mailboxSession(s.key(mailbox, key, ""))
+		if !ok || got != key {
+			t.Errorf("mailboxSession(key(mailbox, %v)) = %v, %v", key, got, ok)
+		}
+	}
+	key := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}
+	for _, k := range []string{
+		s.key(history, key, ""),
+		s.key(lease, key, ""),
+		(&Store{prefix: "fm2"}).key(mailbox, key, ""),
+		"fm:{slack:T1:C1:}:s:slack:T1:C2:1700.01:mbox",  // wrong hash tag
+		"fm:{slack:T1:C1:}:x:slack:T1:C1:1700.01:mbox",  // no s: marker
+		"fm:{slack:T1:C1:}:s:slack:T1:C1:17%00.01:mbox", // bad escape
+		"fm:{::}:s::::mbox",
+		"mbox",
+		":mbox",
+		"",
+	} {
+		if got, ok := s.mailboxSession(k); ok {
+			t.Errorf("mailboxSession(%q) = %v, want no session", k, got)
+		}
+	}
+}
+
+func TestGlobEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"fm":       "fm",
+		`fm*[x]`:   `fm\*\[x\]`,
+		`a?b\c-^d`: `a\?b\\c-^d`,
+		"":         "",
+	} {
+		if got := globEscape(in); got != want {
+			t.Errorf("globEscape(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

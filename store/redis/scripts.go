@@ -97,3 +97,15 @@ end
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'json', ARGV[3])
 return 1
 `)
+
+// abandonScript drops the lease if owner holds it, whatever the mailbox
+// holds.
+//
+// KEYS: lease. ARGV: owner. Returns 1 if dropped, 0 if owner did not hold
+// it (a script must return something: nil reads as an error in go-redis).
+var abandonScript = goredis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+	return redis.call('DEL', KEYS[1])
+end
+return 0
+`)

@@ -12,7 +12,13 @@
 //     mailbox entry, never both.
 //   - A turn with no messages appends nothing to the history.
 //   - Commit with consumed larger than the mailbox empties the mailbox.
-//   - Release by someone who does not hold the lease is ErrLeaseLost.
+//   - Release by someone who does not hold the lease is ErrLeaseLost;
+//     Abandon by someone who does not hold it does nothing and succeeds.
+//   - Waiting lists sessions sorted by SessionKey.String, and only those of
+//     its own store (another file, another Redis key prefix).
+//   - Malformed arguments (a key without platform or chat, a message without
+//     ID, an empty owner, a ttl <= 0, a negative consumed count) are errors
+//     wrapping agent.ErrInvalid, and write nothing.
 //   - A session idle for HistoryTTL (no Enqueue and no Commit) is forgotten
 //     whole: history and mailbox.
 //   - Settings of a thread key are its channel's settings.
@@ -31,6 +37,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,7 +56,7 @@ func Run(t *testing.T, open func(t *testing.T, ret agent.Retention) agent.Store)
 		fn   func(*testing.T)
 	}{
 		{"EnqueueDedup", s.testEnqueueDedup},
-		{"EnqueueInvalid", s.testEnqueueInvalid},
+		{"InvalidArguments", s.testInvalid},
 		{"Seen", s.testSeen},
 		{"DedupExpires", s.testDedupExpires},
 		{"MailboxOrder", s.testMailboxOrder},
@@ -60,6 +67,8 @@ func Run(t *testing.T, open func(t *testing.T, ret agent.Retention) agent.Store)
 		{"CommitConsumed", s.testCommitConsumed},
 		{"CommitTrimsWholeTurns", s.testCommitTrims},
 		{"Release", s.testRelease},
+		{"Abandon", s.testAbandon},
+		{"Waiting", s.testWaiting},
 		{"SessionsIsolated", s.testIsolation},
 		{"Reset", s.testReset},
 		{"HistoryExpires", s.testHistoryExpires},
@@ -268,31 +277,51 @@ func (s suite) testSeen(t *testing.T) {
 	wantPending(t, st, threadA, 1)
 	wantPending(t, st, chanB, 0)
 
-	if _, err := st.Seen(t.Context(), inbound(threadA, "")); err == nil {
-		t.Error("Seen without a message ID succeeded")
-	}
+	wantErr(t, "Seen without a message ID", errOf(st.Seen(t.Context(), inbound(threadA, ""))), agent.ErrInvalid)
 }
 
-func (s suite) testEnqueueInvalid(t *testing.T) {
+// errOf returns the error of a call that also returns a value.
+func errOf[T any](_ T, err error) error { return err }
+
+func (s suite) testInvalid(t *testing.T) {
 	st := s.store(t, agent.Retention{})
 	ctx := t.Context()
-	if _, err := st.Enqueue(ctx, inbound(threadA, "")); err == nil {
-		t.Error("Enqueue without a message ID succeeded")
-	}
-	if _, err := st.Enqueue(ctx, inbound(agent.SessionKey{Chat: "C1"}, "m1")); err == nil {
-		t.Error("Enqueue with a key without platform succeeded")
+	noPlatform := agent.SessionKey{Chat: "C1"}
+	noChat := agent.SessionKey{Platform: "slack", Team: "T1", Thread: "1700000000.000100"}
+	for _, tc := range []struct {
+		what string
+		err  error
+	}{
+		{"Enqueue without a message ID", errOf(st.Enqueue(ctx, inbound(threadA, "")))},
+		{"Enqueue with a key without platform", errOf(st.Enqueue(ctx, inbound(noPlatform, "m1")))},
+		{"Enqueue with a key without chat", errOf(st.Enqueue(ctx, inbound(noChat, "m1")))},
+		{"Seen without a message ID", errOf(st.Seen(ctx, inbound(threadA, "")))},
+		{"Seen with an invalid key", errOf(st.Seen(ctx, inbound(noPlatform, "m1")))},
+		{"Claim with an empty owner", errOf(st.Claim(ctx, threadA, "", minute))},
+		{"Claim with a zero ttl", errOf(st.Claim(ctx, threadA, "w1", 0))},
+		{"Claim with a negative ttl", errOf(st.Claim(ctx, threadA, "w1", -minute))},
+		{"Claim with an invalid key", errOf(st.Claim(ctx, noChat, "w1", minute))},
+		{"Renew with an empty owner", st.Renew(ctx, threadA, "", minute)},
+		{"Renew with a zero ttl", st.Renew(ctx, threadA, "w1", 0)},
+		{"Renew with an invalid key", st.Renew(ctx, noPlatform, "w1", minute)},
+		{"Commit with an invalid key", st.Commit(ctx, noPlatform, "w1", 0, turn("t", 1))},
+		{"Release with an invalid key", errOf(st.Release(ctx, noPlatform, "w1"))},
+		{"Abandon with an invalid key", st.Abandon(ctx, noChat, "w1")},
+		{"History with an invalid key", errOf(st.History(ctx, noChat))},
+		{"Reset with an invalid key", st.Reset(ctx, noChat)},
+		{"Pending with an invalid key", errOf(st.Pending(ctx, noPlatform))},
+		{"Settings with an invalid key", errOf(st.Settings(ctx, noPlatform))},
+		{"SetSettings with an invalid key", errOf(st.SetSettings(ctx, noChat, agent.ChannelSettings{}))},
+	} {
+		wantErr(t, tc.what, tc.err, agent.ErrInvalid)
 	}
 	wantPending(t, st, threadA, 0)
-	if _, err := st.Claim(ctx, threadA, "", minute); err == nil {
-		t.Error("Claim with an empty owner succeeded")
-	}
-	if _, err := st.Claim(ctx, threadA, "w1", 0); err == nil {
-		t.Error("Claim with a zero ttl succeeded")
-	}
+	wantWaiting(t, st)
+
+	// None of the invalid claims took the lease.
 	claim(t, st, threadA, "w1", minute)
-	if err := st.Commit(ctx, threadA, "w1", -1, nil); err == nil {
-		t.Error("Commit with negative consumed succeeded")
-	}
+	wantErr(t, "Commit with negative consumed", st.Commit(ctx, threadA, "w1", -1, turn("t", 1)), agent.ErrInvalid)
+	wantHistory(t, st, threadA)
 }
 
 func (s suite) testDedupExpires(t *testing.T) {
@@ -504,6 +533,120 @@ func (s suite) testRelease(t *testing.T) {
 	commit(t, st, threadA, "w2", 0, nil)
 }
 
+func (s suite) testAbandon(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	ctx := t.Context()
+	abandon := func(key agent.SessionKey, owner string) {
+		t.Helper()
+		if err := st.Abandon(ctx, key, owner); err != nil {
+			t.Fatalf("Abandon(%v, %q): %v", key, owner, err)
+		}
+	}
+
+	// Nobody holds it: nothing to do.
+	abandon(threadA, "w1")
+
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	enqueue(t, st, inbound(threadA, "m2"), true)
+	claim(t, st, threadA, "w1", minute)
+
+	// Someone else's Abandon leaves the lease alone.
+	abandon(threadA, "w2")
+	_, err := st.Claim(ctx, threadA, "w2", minute)
+	wantErr(t, "Claim after a non-holder's Abandon", err, agent.ErrLeaseHeld)
+
+	// The holder drops it even with messages waiting, where Release would
+	// keep it, and the messages stay for whoever claims next.
+	abandon(threadA, "w1")
+	wantPending(t, st, threadA, 2)
+	c := claim(t, st, threadA, "w2", minute)
+	wantMailbox(t, "Claim after Abandon", c.Mailbox, "m1", "m2")
+
+	// w1 is out: its writes fail and a second Abandon changes nothing.
+	wantErr(t, "Commit after Abandon", st.Commit(ctx, threadA, "w1", 2, turn("late", 2)), agent.ErrLeaseLost)
+	wantErr(t, "Renew after Abandon", st.Renew(ctx, threadA, "w1", minute), agent.ErrLeaseLost)
+	abandon(threadA, "w1")
+	_, err = st.Claim(ctx, threadA, "w3", minute)
+	wantErr(t, "Claim after the old holder's second Abandon", err, agent.ErrLeaseHeld)
+	commit(t, st, threadA, "w2", 2, turn("t1", 2))
+
+	// Leases are per session: abandoning one thread keeps the other.
+	claim(t, st, threadB, "w2", minute)
+	abandon(threadA, "w2")
+	claim(t, st, threadA, "w3", minute)
+	_, err = st.Claim(ctx, threadB, "w3", minute)
+	wantErr(t, "Claim of a thread whose neighbour was abandoned", err, agent.ErrLeaseHeld)
+}
+
+func wantWaiting(t *testing.T, st agent.Store, want ...agent.SessionKey) {
+	t.Helper()
+	got, err := st.Waiting(t.Context())
+	if err != nil {
+		t.Fatalf("Waiting: %v", err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Waiting = %v, want %v", got, want)
+	}
+}
+
+func (s suite) testWaiting(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	other := s.store(t, agent.Retention{})
+	ctx := t.Context()
+	wantWaiting(t, st)
+
+	// In the order of their String(), which Waiting sorts by.
+	odd := agent.SessionKey{Platform: "x", Team: "a:b%", Chat: "c%3A:", Thread: ":"}
+	want := []agent.SessionKey{
+		chanA, threadA, threadB, chanB,
+		{Platform: "telegram", Chat: "-1001234567890", Thread: "42"},
+		{Platform: "x", Chat: "a:b"},
+		{Platform: "x", Chat: "{c}", Thread: "}:s:"},
+		odd,
+		// Redis keys hold the channel and the session: here both have
+		// a literal "}:s:" in them.
+		{Platform: "x", Team: "}", Chat: "s", Thread: "t"},
+	}
+	if !slices.IsSortedFunc(want, func(a, b agent.SessionKey) int { return strings.Compare(a.String(), b.String()) }) {
+		t.Fatal("test keys are not in String() order")
+	}
+	for i := range want {
+		// Enqueued out of order, one of them twice.
+		key := want[(i*5)%len(want)]
+		enqueue(t, st, inbound(key, fmt.Sprintf("m%d", i)), true)
+	}
+	enqueue(t, st, inbound(odd, "again"), true)
+	// Sessions with nothing in their mailbox are not waiting: one with a
+	// lease and a history, one that only saw a command.
+	quiet := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C9"}
+	claim(t, st, quiet, "w1", minute)
+	commit(t, st, quiet, "w1", 0, turn("t", 2))
+	seen(t, st, inbound(agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C8"}, "cmd"), true)
+
+	wantWaiting(t, st, want...)
+	wantWaiting(t, other)
+
+	// Claiming does not take the messages out of the mailbox; a Commit
+	// that consumes them all does.
+	c := claim(t, st, threadA, "w1", minute)
+	wantWaiting(t, st, want...)
+	commit(t, st, threadA, "w1", len(c.Mailbox), turn("t1", 2))
+	c = claim(t, st, odd, "w1", minute)
+	commit(t, st, odd, "w1", len(c.Mailbox)-1, turn("t2", 2))
+	wantWaiting(t, st, slices.DeleteFunc(slices.Clone(want), func(k agent.SessionKey) bool { return k == threadA })...)
+	commit(t, st, odd, "w1", 1, nil)
+	if _, err := st.Release(ctx, odd, "w1"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	rest := slices.DeleteFunc(slices.Clone(want), func(k agent.SessionKey) bool { return k == threadA || k == odd })
+	wantWaiting(t, st, rest...)
+
+	enqueue(t, st, inbound(threadA, "m-new"), true)
+	wantWaiting(t, st, slices.DeleteFunc(slices.Clone(want), func(k agent.SessionKey) bool { return k == odd })...)
+	enqueue(t, other, inbound(chanB, "m-other"), true)
+	wantWaiting(t, other, chanB)
+}
+
 func (s suite) testIsolation(t *testing.T) {
 	st := s.store(t, agent.Retention{})
 	keys := []agent.SessionKey{
@@ -591,10 +734,12 @@ func (s suite) testHistoryExpires(t *testing.T) {
 	time.Sleep(ttl * 6 / 10)
 	wantHistory(t, st, threadA, t1, t2)
 	wantPending(t, st, threadA, 1)
+	wantWaiting(t, st, threadA)
 
 	time.Sleep(ttl * 6 / 10)
 	wantHistory(t, st, threadA)
 	wantPending(t, st, threadA, 0)
+	wantWaiting(t, st)
 	c := claim(t, st, threadA, "w2", minute)
 	if len(c.Mailbox) != 0 || len(c.History) != 0 {
 		t.Fatalf("Claim of an expired session = %+v, want empty", c)
@@ -716,8 +861,13 @@ func (s suite) testCanceled(t *testing.T) {
 	wantErr(t, "Enqueue with a canceled context", err, context.Canceled)
 	_, err = st.Claim(ctx, threadA, "w1", minute)
 	wantErr(t, "Claim with a canceled context", err, context.Canceled)
+	_, err = st.Waiting(ctx)
+	wantErr(t, "Waiting with a canceled context", err, context.Canceled)
 	wantPending(t, st, threadA, 0)
 	claim(t, st, threadA, "w2", minute)
+	wantErr(t, "Abandon with a canceled context", st.Abandon(ctx, threadA, "w2"), context.Canceled)
+	_, err = st.Claim(t.Context(), threadA, "w3", minute)
+	wantErr(t, "Claim after an Abandon with a canceled context", err, agent.ErrLeaseHeld)
 }
 
 // parallel runs fn(i) for i in [0, n) at once and waits for all of them.
