@@ -58,6 +58,12 @@ func (d *Dispatcher) command(ctx context.Context, cmd string, in Inbound) error 
 			reply = "Nothing is running in this thread."
 		}
 	case cmdReset:
+		if d.busy(in.Key) {
+			// The running turn would write its messages back after the
+			// reset; make the order explicit instead.
+			reply = "A turn is running in this thread. Send stop first, then reset."
+			break
+		}
 		if err := d.cfg.Store.Reset(ctx, in.Key); err != nil {
 			return fmt.Errorf("reset history: %w", err)
 		}
@@ -72,12 +78,25 @@ func (d *Dispatcher) command(ctx context.Context, cmd string, in Inbound) error 
 	if th == nil {
 		return nil
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closing {
+		return nil // Run is waiting for replies; the command took effect
+	}
 	d.replies.Go(func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		emit(rctx, th, Notice{Text: reply}, d.log)
 	})
 	return nil
+}
+
+// busy reports whether this process has a turn queued or running for key.
+func (d *Dispatcher) busy(key SessionKey) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.sessions[key]
+	return ok
 }
 
 func (d *Dispatcher) status(ctx context.Context, key SessionKey) (string, error) {

@@ -18,7 +18,10 @@ var (
 	// ErrStopped is the cause of a turn cancelled by the stop command.
 	ErrStopped = errors.New("stopped from the thread")
 	// ErrShutdown is the cause of a turn cancelled because firstmate is
-	// shutting down and the grace period ran out.
+	// shutting down and the grace period ran out, and what Submit returns
+	// once shutdown began (the adapter must not acknowledge the message;
+	// the platform delivers it again, to this process after a restart or
+	// to another replica).
 	ErrShutdown = errors.New("shutting down")
 )
 
@@ -60,17 +63,23 @@ type Dispatcher struct {
 	sessions map[SessionKey]*session // queued or running in this process
 	queue    []SessionKey
 	closing  bool
-	idle     chan struct{} // closed (and replaced) when a session goes idle
+	idle     chan struct{}              // closed (and replaced) when a session goes idle
+	retries  map[SessionKey]*time.Timer // sessions to look at again later
 
-	replies sync.WaitGroup // command replies in flight
+	replies sync.WaitGroup // command replies in flight; Add only under mu while !closing
 }
 
 type session struct {
 	running bool
 	again   bool // a message arrived after the running turn claimed its mailbox
+	stop    bool // stop was asked before the turn could be cancelled
 	started time.Time
 	cancel  context.CancelCauseFunc
 }
+
+// retryDelay is how long a session waits before it is looked at again
+// after its lease was held elsewhere or the store failed.
+func (d *Dispatcher) retryDelay() time.Duration { return d.cfg.LeaseTTL / 3 }
 
 // NewDispatcher returns a dispatcher; call Run to start its workers.
 func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
@@ -90,7 +99,8 @@ func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dispatcher{cfg: cfg, owner: newOwnerID(), log: log, sessions: map[SessionKey]*session{}, idle: make(chan struct{})}
+	d := &Dispatcher{cfg: cfg, owner: newOwnerID(), log: log, sessions: map[SessionKey]*session{},
+		idle: make(chan struct{}), retries: map[SessionKey]*time.Timer{}}
 	d.cond = sync.NewCond(&d.mu)
 	return d
 }
@@ -106,16 +116,17 @@ func newOwnerID() string {
 
 // Submit records in and returns once it is durable and deduplicated; only
 // then may the adapter acknowledge the platform. The turn runs later, on a
-// worker. Messages that are not addressed to the bot are ignored.
+// worker. Messages that are not addressed to the bot are ignored. After
+// shutdown began it returns ErrShutdown and records nothing.
 func (d *Dispatcher) Submit(ctx context.Context, in Inbound) error {
-	if err := in.Key.Validate(); err != nil {
+	if err := in.Validate(); err != nil {
 		return err
-	}
-	if in.MessageID == "" {
-		return errors.New("inbound message has no ID")
 	}
 	if !in.Addressed {
 		return nil
+	}
+	if d.isClosing() {
+		return ErrShutdown
 	}
 	if cmd, ok := parseCommand(in.Text); ok && len(in.Files) == 0 {
 		return d.command(ctx, cmd, in)
@@ -130,15 +141,26 @@ func (d *Dispatcher) Submit(ctx context.Context, in Inbound) error {
 	return nil
 }
 
-// Stop cancels the session's running turn, if this process runs it.
+func (d *Dispatcher) isClosing() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closing
+}
+
+// Stop cancels the session's turn if this process runs it or is about to
+// (queued, or between claiming its mailbox and starting).
 func (d *Dispatcher) Stop(key SessionKey) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.sessions[key]
-	if s == nil || !s.running || s.cancel == nil {
+	if s == nil {
 		return false
 	}
-	s.cancel(ErrStopped)
+	if s.cancel != nil {
+		s.cancel(ErrStopped)
+	} else {
+		s.stop = true
+	}
 	return true
 }
 
@@ -160,9 +182,10 @@ func (d *Dispatcher) WaitIdle(ctx context.Context, key SessionKey) error {
 	}
 }
 
-// Run starts the workers and blocks until ctx is done. Then it stops taking
-// work, gives running turns the grace period to finish, cancels the rest
-// and returns when every worker has stopped.
+// Run picks up the sessions that have messages waiting (recorded before a
+// restart), starts the workers and blocks until ctx is done. Then it stops
+// taking work, gives running turns the grace period to finish, cancels the
+// rest and returns when every worker and command reply has stopped.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	turnCtx, cancelTurns := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelTurns(nil)
@@ -170,9 +193,23 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for range d.cfg.Workers {
 		workers.Go(func() { d.work(turnCtx) })
 	}
+	if waiting, err := d.cfg.Store.Waiting(ctx); err != nil {
+		d.log.Error("list sessions with waiting messages", "err", err)
+	} else {
+		if len(waiting) > 0 {
+			d.log.Info("picking up waiting sessions", "count", len(waiting))
+		}
+		for _, key := range waiting {
+			d.schedule(key)
+		}
+	}
 	<-ctx.Done()
 	d.mu.Lock()
 	d.closing = true
+	for key, t := range d.retries {
+		t.Stop()
+		delete(d.retries, key)
+	}
 	d.cond.Broadcast()
 	d.mu.Unlock()
 
@@ -196,6 +233,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 func (d *Dispatcher) schedule(key SessionKey) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closing {
+		return // the messages are durable; the next start picks them up
+	}
+	if t, ok := d.retries[key]; ok {
+		t.Stop()
+		delete(d.retries, key)
+	}
 	if s, ok := d.sessions[key]; ok {
 		if s.running {
 			s.again = true
@@ -205,6 +249,25 @@ func (d *Dispatcher) schedule(key SessionKey) {
 	d.sessions[key] = &session{}
 	d.queue = append(d.queue, key)
 	d.cond.Signal()
+}
+
+// retryLater looks at key again after delay: its lease was held by another
+// worker that may have died, or the store failed.
+func (d *Dispatcher) retryLater(key SessionKey, delay time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closing {
+		return
+	}
+	if _, ok := d.retries[key]; ok {
+		return
+	}
+	d.retries[key] = time.AfterFunc(delay, func() {
+		d.mu.Lock()
+		delete(d.retries, key)
+		d.mu.Unlock()
+		d.schedule(key)
+	})
 }
 
 func (d *Dispatcher) work(ctx context.Context) {
@@ -244,31 +307,43 @@ func (d *Dispatcher) work(ctx context.Context) {
 // process holds the lease.
 func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session) {
 	log := d.log.With("session", key.String())
+	// Store calls after the turn must work even when ctx was cancelled.
+	bg := context.WithoutCancel(ctx)
 	for {
 		claim, err := d.cfg.Store.Claim(ctx, key, d.owner, d.cfg.LeaseTTL)
 		if errors.Is(err, ErrLeaseHeld) {
-			return // the holder finds the new messages when it releases
+			// Another worker runs the session and finds these messages when
+			// it releases; if it died instead, its lease expires and the
+			// retry takes over.
+			d.retryLater(key, d.retryDelay())
+			return
 		}
 		if err != nil {
 			log.Error("claim session", "err", err)
+			d.retryLater(key, d.retryDelay())
 			return
 		}
 		if len(claim.Mailbox) > 0 {
-			if lost := d.turn(ctx, key, s, claim, log); lost {
+			switch d.turn(ctx, key, s, claim, log) {
+			case turnLeaseLost:
+				return
+			case turnNotSaved:
+				d.abandon(bg, key, log)
 				return
 			}
 		}
-		d.mu.Lock()
-		closing := d.closing
-		d.mu.Unlock()
-		if closing {
-			return // the lease expires; the mailbox is kept for the next start
+		if d.isClosing() {
+			// Let the next start (or another replica) take the session at
+			// once; its mailbox is kept.
+			d.abandon(bg, key, log)
+			return
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		rctx, cancel := context.WithTimeout(bg, 10*time.Second)
 		pending, err := d.cfg.Store.Release(rctx, key, d.owner)
 		cancel()
 		if err != nil {
 			log.Error("release session", "err", err)
+			d.retryLater(key, d.retryDelay())
 			return
 		}
 		if pending == 0 {
@@ -277,9 +352,24 @@ func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session)
 	}
 }
 
-// turn runs one turn over the claimed mailbox and commits it. It reports
-// whether the lease was lost (another worker now owns the session).
-func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim *Claim, log *slog.Logger) (lost bool) {
+func (d *Dispatcher) abandon(ctx context.Context, key SessionKey, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := d.cfg.Store.Abandon(ctx, key, d.owner); err != nil {
+		log.Warn("abandon lease; it expires on its own", "err", err)
+	}
+}
+
+type turnResult int
+
+const (
+	turnDone      turnResult = iota
+	turnLeaseLost            // another worker owns the session now
+	turnNotSaved             // the store kept failing; the mailbox is still there
+)
+
+// turn runs one turn over the claimed mailbox and commits it.
+func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim *Claim, log *slog.Logger) turnResult {
 	start := time.Now()
 	trigger := claim.Mailbox[len(claim.Mailbox)-1]
 	th := d.thread(key, trigger)
@@ -288,6 +378,10 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	defer cancel(nil)
 	d.mu.Lock()
 	s.cancel, s.started = cancel, start
+	if s.stop {
+		s.stop = false
+		cancel(ErrStopped)
+	}
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
@@ -316,31 +410,55 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	<-renewDone
 	if errors.Is(context.Cause(turnCtx), ErrLeaseLost) {
 		log.Warn("lease lost mid-turn; another worker takes the session over")
-		return true
+		return turnLeaseLost
 	}
 
 	// The turn is over, whatever ctx says now: commit it so the history
 	// stays whole and the mailbox entries are not answered twice.
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer ccancel()
-	commitErr := d.cfg.Store.Commit(cctx, key, d.owner, len(claim.Mailbox), out.Messages)
+	bg := context.WithoutCancel(ctx)
+	commitErr := d.commit(bg, key, len(claim.Mailbox), out.Messages, log)
 	if errors.Is(commitErr, ErrLeaseLost) {
 		log.Warn("lease lost before commit; another worker takes the session over")
-		return true
+		return turnLeaseLost
 	}
+	result := turnDone
 	if commitErr != nil {
-		log.Error("commit turn", "err", commitErr)
+		// The person still gets the answer; the messages stay in the
+		// mailbox and are answered again with the next message.
+		log.Error("commit turn failed; the turn is not saved", "err", commitErr)
+		result = turnNotSaved
 	}
+	ectx, ecancel := context.WithTimeout(bg, 30*time.Second)
+	defer ecancel()
 	took := time.Since(start)
 	if err != nil {
 		log.Warn("turn failed", "err", err, "steps", out.Steps, "tools", out.ToolCalls, "took", took)
-		emit(cctx, th, Failed{Message: d.userMessage(err), Err: err}, log)
-		return false
+		emit(ectx, th, Failed{Message: d.userMessage(err), Err: err}, log)
+		return result
 	}
 	log.Info("turn done", "steps", out.Steps, "tools", out.ToolCalls, "took", took,
 		"prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens)
-	emit(cctx, th, Answer{Text: out.Answer, Files: out.Files, Steps: out.Steps, Tools: out.ToolCalls, Took: took}, log)
-	return false
+	emit(ectx, th, Answer{Text: out.Answer, Files: out.Files, Steps: out.Steps, Tools: out.ToolCalls, Took: took}, log)
+	return result
+}
+
+// commit saves a turn, retrying a failing store a few times (a Redis
+// failover takes seconds). A lost lease is final at once.
+func (d *Dispatcher) commit(ctx context.Context, key SessionKey, consumed int, msgs []Message, log *slog.Logger) error {
+	var err error
+	for attempt, wait := 0, 200*time.Millisecond; attempt < 4; attempt, wait = attempt+1, wait*3 {
+		if attempt > 0 {
+			log.Warn("commit failed; retrying", "err", err, "in", wait)
+			time.Sleep(wait)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = d.cfg.Store.Commit(cctx, key, d.owner, consumed, msgs)
+		cancel()
+		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrInvalid) {
+			return err
+		}
+	}
+	return err
 }
 
 // keepLease renews the session lease until ctx ends; losing it cancels the
@@ -376,13 +494,4 @@ func (d *Dispatcher) thread(key SessionKey, trigger Inbound) Thread {
 	}
 	d.log.Warn("no platform to answer on", "platform", key.Platform)
 	return nil
-}
-
-func emit(ctx context.Context, th Thread, ev Event, log *slog.Logger) {
-	if th == nil {
-		return
-	}
-	if err := th.Emit(ctx, ev); err != nil {
-		log.Warn("thread emit failed", "event", fmt.Sprintf("%T", ev), "err", err)
-	}
 }

@@ -98,21 +98,35 @@ type harness struct {
 
 func newHarness(t *testing.T, m agent.Model, workers int) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := local.Open(filepath.Join(dir, "firstmate.db"), agent.Retention{})
+	return startHarness(t, openStore(t), agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, Workers: workers})
+}
+
+func openStore(t *testing.T) agent.Store {
+	st, err := local.Open(filepath.Join(t.TempDir(), "firstmate.db"), agent.Retention{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// startHarness runs a dispatcher on st with cfg's Loop, Workers, LeaseTTL
+// and Grace, until the test ends or h.stop is called.
+func startHarness(t *testing.T, st agent.Store, cfg agent.DispatcherConfig) *harness {
+	t.Helper()
 	p := &platform{}
-	d := agent.NewDispatcher(agent.DispatcherConfig{
-		Store: st, Loop: &agent.Loop{Model: m}, Tools: testTools(t), WorkspaceDir: filepath.Join(dir, "ws"),
-		Platforms: map[string]agent.Platform{"test": p}, Workers: workers, LeaseTTL: 3 * time.Second,
-	})
+	cfg.Store, cfg.Tools, cfg.WorkspaceDir = st, testTools(t), t.TempDir()
+	cfg.Platforms = map[string]agent.Platform{"test": p}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = 3 * time.Second
+	}
+	d := agent.NewDispatcher(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
 	h := &harness{d: d, p: p, store: st}
-	h.stop = func() { cancel(); <-done; st.Close() }
+	var once sync.Once
+	h.stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(h.stop)
 	return h
 }

@@ -2,9 +2,14 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
+
+// ErrInvalid is wrapped by errors about malformed keys, messages and lease
+// arguments.
+var ErrInvalid = errors.New("invalid")
 
 // SessionKey names one conversation. A channel is a session key with Thread
 // cleared: policy and workspace belong to the channel, history to the session.
@@ -27,9 +32,49 @@ func (k SessionKey) IsChannel() bool { return k.Thread == "" }
 // Validate reports whether k can name a session.
 func (k SessionKey) Validate() error {
 	if k.Platform == "" || k.Chat == "" {
-		return errors.New("session key needs a platform and a chat")
+		return fmt.Errorf("%w session key: it needs a platform and a chat", ErrInvalid)
 	}
 	return nil
+}
+
+// ParseSessionKey is the inverse of [SessionKey.String].
+func ParseSessionKey(s string) (SessionKey, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 4 {
+		return SessionKey{}, fmt.Errorf("%w session key %q: want 4 parts, got %d", ErrInvalid, s, len(parts))
+	}
+	for i, p := range parts {
+		u, err := unescapeKeyPart(p)
+		if err != nil {
+			return SessionKey{}, fmt.Errorf("%w session key %q: %v", ErrInvalid, s, err)
+		}
+		parts[i] = u
+	}
+	k := SessionKey{Platform: parts[0], Team: parts[1], Chat: parts[2], Thread: parts[3]}
+	return k, k.Validate()
+}
+
+func unescapeKeyPart(s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s[i:], "%25"):
+			b.WriteByte('%')
+		case strings.HasPrefix(s[i:], "%3A"):
+			b.WriteByte(':')
+		default:
+			return "", fmt.Errorf("bad escape at %d", i)
+		}
+		i += 2
+	}
+	return b.String(), nil
 }
 
 // String returns a readable, unambiguous form for logs and store keys:
@@ -87,4 +132,15 @@ type Inbound struct {
 	// ReplyTo is an adapter-defined reference the Thread uses to answer
 	// (for example the Telegram message ID to reply to). Opaque to agent.
 	ReplyTo string `json:"reply_to,omitempty"`
+}
+
+// Validate reports whether in can be recorded: a valid key and an ID.
+func (in *Inbound) Validate() error {
+	if err := in.Key.Validate(); err != nil {
+		return err
+	}
+	if in.MessageID == "" {
+		return fmt.Errorf("%w message: it has no ID", ErrInvalid)
+	}
+	return nil
 }

@@ -1,9 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -16,13 +16,9 @@ import (
 // DefaultMaxSteps bounds the model calls of one turn.
 const DefaultMaxSteps = 20
 
-// ErrStepLimit is reported when a turn used all its steps; the model is then
-// asked once more, without tools, for an answer from what it has.
-var ErrStepLimit = errors.New("step limit reached")
-
 // Loop runs turns: it alternates model calls and tool calls until the model
-// answers without calling a tool. A Loop is configuration only and is safe
-// for concurrent use by many turns.
+// answers without calling a tool. Set its fields before the first turn and
+// not after; then it is safe for concurrent use by many turns.
 type Loop struct {
 	Model    Model
 	System   string
@@ -73,10 +69,8 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 	}
 	set := t.Tools
 	specs := l.toolSpecs(set)
-	if set != nil && t.Mode != nil {
-		// The filtered set is per turn; only the full set's specs are cached.
-		set = set.Filter(func(name string) bool { return t.Mode(name) != ToolDeny })
-		specs = ToolSpecs(set)
+	if t.Mode != nil {
+		specs = offered(specs, t.Mode)
 	}
 	out := &Outcome{Messages: make([]Message, 1, 4)}
 	out.Messages[0] = t.Input
@@ -87,9 +81,12 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 
 	req := &Request{System: l.System, Tools: specs}
 	if t.Thread != nil {
-		req.OnText = func(s string) { l.emit(ctx, t.Thread, TextDelta{Text: s}) }
+		req.OnText = func(s string) { emit(ctx, t.Thread, TextDelta{Text: s}, l.Logger) }
 	}
 	for step := 0; ; step++ {
+		if err := ctx.Err(); err != nil {
+			return out, context.Cause(ctx)
+		}
 		if step == maxSteps {
 			// Out of steps: one last call without tools, so the person gets
 			// an answer from what was found instead of nothing.
@@ -113,7 +110,7 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 		if step == maxSteps {
 			reply.ToolCalls = nil // the model ignored the instruction; calls cannot run now
 		}
-		ensureCallIDs(reply.ToolCalls, step)
+		sanitizeCalls(reply.ToolCalls, step)
 		msgs = append(msgs, reply)
 		out.Messages = append(out.Messages, reply)
 		if len(reply.ToolCalls) == 0 {
@@ -144,26 +141,42 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 func (l *Loop) callTool(ctx context.Context, t *Turn, set *tools.Set, call ToolCall, out *Outcome) Message {
 	out.ToolCalls++
 	msg := Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name}
-	if set == nil {
-		msg.Content = "error: no tools are available in this channel"
+	fail := func(text string) Message {
+		msg.Content = "error: " + text
+		emit(ctx, t.Thread, ToolFinished{CallID: call.ID, Name: call.Name, Summary: text, Failed: true}, l.Logger)
 		return msg
 	}
-	if t.Mode != nil && t.Mode(call.Name) == ToolAsk {
-		if ok, why := l.approve(ctx, t, call); !ok {
-			msg.Content = "error: " + why
-			l.emit(ctx, t.Thread, ToolFinished{CallID: call.ID, Name: call.Name, Summary: why, Failed: true})
-			return msg
+	if set == nil {
+		return fail("no tools are available here")
+	}
+	mode := ToolAllow
+	if t.Mode != nil {
+		mode = t.Mode(call.Name)
+	}
+	if mode == ToolDeny {
+		return fail(fmt.Sprintf("%s is not allowed in this channel; do not retry it (an admin can change the channel's tool policy)", call.Name))
+	}
+	// Shown to people: scrub secrets the model may have repeated.
+	shownArgs := json.RawMessage(set.Redact(string(call.Args)))
+	if mode == ToolAsk {
+		// Ask only about calls that could run: a malformed call fails here
+		// with the same message Call would give.
+		if err := set.Check(call.Name, call.Args); err != nil {
+			return fail(set.Redact(err.Error()))
+		}
+		if ok, why := l.approve(ctx, t, ApprovalNeeded{CallID: call.ID, Name: call.Name, Args: shownArgs}); !ok {
+			return fail(why)
 		}
 	}
-	l.emit(ctx, t.Thread, ToolStarted{CallID: call.ID, Name: call.Name, Args: call.Args})
+	emit(ctx, t.Thread, ToolStarted{CallID: call.ID, Name: call.Name, Args: shownArgs}, l.Logger)
 	start := time.Now()
 	res, err := set.Call(ctx, t.Workspace, call.Name, call.Args)
 	took := time.Since(start)
 	if err != nil && l.Logger != nil {
 		l.Logger.LogAttrs(ctx, slog.LevelDebug, "tool failed", slog.String("session", t.Key.String()),
-			slog.String("tool", call.Name), slog.String("err", err.Error()))
+			slog.String("tool", call.Name), slog.String("err", set.Redact(err.Error())))
 	}
-	l.emit(ctx, t.Thread, ToolFinished{CallID: call.ID, Name: call.Name, Summary: res.Summary, Failed: err != nil, Duration: took})
+	emit(ctx, t.Thread, ToolFinished{CallID: call.ID, Name: call.Name, Summary: res.Summary, Failed: err != nil, Duration: took}, l.Logger)
 	out.Files = append(out.Files, res.Files...)
 	msg.Content = res.Text
 	if msg.Content == "" {
@@ -172,30 +185,42 @@ func (l *Loop) callTool(ctx context.Context, t *Turn, set *tools.Set, call ToolC
 	return msg
 }
 
-func (l *Loop) approve(ctx context.Context, t *Turn, call ToolCall) (bool, string) {
+func (l *Loop) approve(ctx context.Context, t *Turn, req ApprovalNeeded) (bool, string) {
 	ap, ok := t.Thread.(Approver)
 	if !ok {
-		return false, fmt.Sprintf("%s needs approval in this channel, and this thread cannot ask for it", call.Name)
+		return false, fmt.Sprintf("%s needs approval in this channel, and this thread cannot ask for it", req.Name)
 	}
-	req := ApprovalNeeded{CallID: call.ID, Name: call.Name, Args: call.Args}
-	l.emit(ctx, t.Thread, req)
+	emit(ctx, t.Thread, req, l.Logger)
 	okd, err := ap.Approve(ctx, req)
 	switch {
 	case err != nil:
-		return false, fmt.Sprintf("%s was not approved: %v", call.Name, err)
+		return false, fmt.Sprintf("%s was not approved: %v", req.Name, err)
 	case !okd:
-		return false, fmt.Sprintf("%s was denied by a person in the channel; do not retry it, ask how to proceed", call.Name)
+		return false, fmt.Sprintf("%s was denied by a person in the channel; do not retry it, ask how to proceed", req.Name)
 	}
 	return true, ""
 }
 
-func (l *Loop) emit(ctx context.Context, th Thread, ev Event) {
+// emit sends ev to th, if there is one. A thread that fails to show an
+// event does not fail the turn; it is logged.
+func emit(ctx context.Context, th Thread, ev Event, log *slog.Logger) {
 	if th == nil {
 		return
 	}
-	if err := th.Emit(ctx, ev); err != nil && l.Logger != nil {
-		l.Logger.LogAttrs(ctx, slog.LevelWarn, "thread emit failed", slog.String("err", err.Error()))
+	if err := th.Emit(ctx, ev); err != nil && log != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "thread emit failed", slog.String("event", fmt.Sprintf("%T", ev)), slog.String("err", err.Error()))
 	}
+}
+
+// offered returns the specs of the tools the policy does not deny.
+func offered(specs []ToolSpec, mode func(string) ToolMode) []ToolSpec {
+	out := make([]ToolSpec, 0, len(specs))
+	for _, s := range specs {
+		if mode(s.Name) != ToolDeny {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (l *Loop) toolSpecs(set *tools.Set) []ToolSpec {
@@ -220,9 +245,12 @@ func ToolSpecs(set *tools.Set) []ToolSpec {
 	return specs
 }
 
-// ensureCallIDs gives every call an ID unique within the turn; a few
-// compatible servers omit or repeat them, and the history needs them.
-func ensureCallIDs(calls []ToolCall, step int) {
+// sanitizeCalls gives every call an ID unique within the turn (a few
+// compatible servers omit or repeat them, and the history needs them) and
+// arguments that are a JSON object: what is not becomes an object naming
+// the problem, which no tool accepts, so the model is told and the history
+// stays storable.
+func sanitizeCalls(calls []ToolCall, step int) {
 	for i := range calls {
 		dup := false
 		for j := 0; j < i; j++ {
@@ -234,8 +262,12 @@ func ensureCallIDs(calls []ToolCall, step int) {
 		if calls[i].ID == "" || dup {
 			calls[i].ID = "call_" + strconv.Itoa(step) + "_" + strconv.Itoa(i)
 		}
-		if len(calls[i].Args) == 0 {
+		args := bytes.TrimSpace(calls[i].Args)
+		switch {
+		case len(args) == 0:
 			calls[i].Args = json.RawMessage("{}")
+		case args[0] != '{' || !json.Valid(args):
+			calls[i].Args, _ = json.Marshal(map[string]string{tools.ParseErrorKey: "the arguments are not a JSON object", "_raw": string(calls[i].Args)})
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/tools"
 )
 
 func userMsg(s string) agent.Message { return agent.Message{Role: agent.RoleUser, Content: s} }
@@ -59,7 +60,7 @@ func TestRunToolErrorsGoBackToModel(t *testing.T) {
 		{"b", "the tools are: block, echo, fail, noop"},
 		{"c", "txt"},
 		{"d", "disk on fire"},
-		{"e", "JSON"},
+		{"e", "could not be read: the arguments are not a JSON object"},
 		{"f", "two"},
 	}
 	for i, w := range want {
@@ -194,7 +195,7 @@ func TestRunPolicy(t *testing.T) {
 	if !strings.Contains(out.Messages[2].Content, "needs approval") {
 		t.Errorf("ask without an approver: %q", out.Messages[2].Content)
 	}
-	if !strings.Contains(out.Messages[3].Content, "unknown tool") {
+	if !strings.Contains(out.Messages[3].Content, "fail is not allowed in this channel") {
 		t.Errorf("denied tool: %q", out.Messages[3].Content)
 	}
 }
@@ -245,3 +246,61 @@ func (m instantModel) Complete(_ context.Context, req *agent.Request) (*agent.Re
 type discard struct{}
 
 func (discard) Emit(context.Context, agent.Event) error { return nil }
+
+// approver approves calls whose args contain "yes" and records what it was
+// asked.
+type approver struct {
+	recorder
+	asked []string
+}
+
+func (a *approver) Approve(_ context.Context, req agent.ApprovalNeeded) (bool, error) {
+	a.asked = append(a.asked, string(req.Args))
+	return strings.Contains(string(req.Args), "yes"), nil
+}
+
+func TestRunAskMode(t *testing.T) {
+	m := &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){
+		calls(
+			call("a", "echo", `{"text":"yes please"}`),
+			call("b", "echo", `{"text":"no"}`),
+			call("c", "echo", `{"txt":"malformed"}`),
+		),
+		text("ok"),
+	}}
+	th := &approver{}
+	mode := func(string) agent.ToolMode { return agent.ToolAsk }
+	out, err := (&agent.Loop{Model: m}).Run(t.Context(), &agent.Turn{Input: userMsg("x"), Tools: testTools(t), Mode: mode, Thread: th})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(th.asked) != 2 {
+		t.Fatalf("asked about %q; a malformed call must not be put to a person", th.asked)
+	}
+	res := out.Messages[2:5]
+	if res[0].Content != "yes please" || !strings.Contains(res[1].Content, "denied by a person") || !strings.Contains(res[2].Content, "txt") {
+		t.Fatalf("results %+v", res)
+	}
+}
+
+func TestRunRedactsSecretsShownToPeople(t *testing.T) {
+	const secret = "xoxb-secret-token-1234"
+	set := tools.NewSet(testTools(t).Tools(), tools.WithSecrets(secret))
+	m := &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){
+		calls(call("a", "echo", `{"text":"`+secret+`"}`)),
+		text("ok"),
+	}}
+	rec := &recorder{}
+	out, err := (&agent.Loop{Model: m}).Run(t.Context(), &agent.Turn{Input: userMsg("x"), Tools: set, Thread: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range rec.all() {
+		if s, ok := ev.(agent.ToolStarted); ok && strings.Contains(string(s.Args), secret) {
+			t.Fatalf("ToolStarted shows the secret: %s", s.Args)
+		}
+	}
+	if strings.Contains(out.Messages[2].Content, secret) {
+		t.Fatalf("result shows the secret: %q", out.Messages[2].Content)
+	}
+}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -42,6 +43,17 @@ type Store interface {
 	// Release drops owner's lease unless the mailbox has entries; then it
 	// keeps the lease and reports pending > 0 so the owner runs another turn.
 	Release(ctx context.Context, key SessionKey, owner string) (pending int, err error)
+
+	// Abandon drops owner's lease whatever the mailbox holds, so another
+	// worker (or the next start) can take the session at once. A worker
+	// calls it when it stops without finishing (shutdown). It is not an
+	// error if owner no longer holds the lease.
+	Abandon(ctx context.Context, key SessionKey, owner string) error
+
+	// Waiting lists the sessions whose mailbox has entries. A starting
+	// process calls it to pick up messages recorded before a crash or a
+	// restart; it may scan, so it is not for the hot path.
+	Waiting(ctx context.Context) ([]SessionKey, error)
 
 	// History returns the session's history, oldest first.
 	History(ctx context.Context, key SessionKey) ([]Message, error)
@@ -85,6 +97,20 @@ const (
 	ToolAsk   ToolMode = "ask"
 	ToolDeny  ToolMode = "deny"
 )
+
+// ValidateLease checks the arguments of a lease operation.
+func ValidateLease(key SessionKey, owner string, ttl time.Duration) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if owner == "" {
+		return fmt.Errorf("%w lease: empty owner", ErrInvalid)
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("%w lease: ttl %v <= 0", ErrInvalid, ttl)
+	}
+	return nil
+}
 
 var (
 	ErrLeaseHeld       = errors.New("session lease held by another worker")

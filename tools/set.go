@@ -84,16 +84,24 @@ func (s *Set) Get(name string) (Tool, bool) {
 	return t, ok
 }
 
-// Filter returns the subset of tools for which keep is true.
-func (s *Set) Filter(keep func(name string) bool) *Set {
-	out := &Set{byName: make(map[string]Tool, len(s.tools)), maxResult: s.maxResult, redact: s.redact}
-	for _, t := range s.tools {
-		if keep(t.Name()) {
-			out.tools = append(out.tools, t)
-			out.byName[t.Name()] = t
-		}
+// Check reports whether a call of the named tool with args could run: the
+// tool exists and the arguments are well formed. The error reads like the
+// one Call would give.
+func (s *Set) Check(name string, args json.RawMessage) error {
+	t, ok := s.byName[name]
+	if !ok {
+		return fmt.Errorf("%w %q; the tools are: %s", ErrUnknownTool, name, strings.Join(s.Names(), ", "))
 	}
-	return out
+	return t.Check(args)
+}
+
+// Redact scrubs the set's secrets from s (for logs and for what threads
+// show of a call's arguments).
+func (s *Set) Redact(text string) string {
+	if s.redact == nil {
+		return text
+	}
+	return s.redact.Replace(text)
 }
 
 // Call runs the named tool. Whatever happens, the returned Result is fit to
@@ -103,8 +111,8 @@ func (s *Set) Filter(keep func(name string) bool) *Set {
 func (s *Set) Call(ctx context.Context, ws *Workspace, name string, args json.RawMessage) (Result, error) {
 	t, ok := s.byName[name]
 	if !ok {
-		err := fmt.Errorf("%w %q; the tools are: %s", ErrUnknownTool, name, strings.Join(s.Names(), ", "))
-		return s.finish(Result{Text: "error: " + err.Error(), Summary: "unknown tool"}, err), err
+		err := s.Check(name, args)
+		return s.finish(Result{Text: "error: " + err.Error(), Summary: "unknown tool"}), err
 	}
 	res, err := t.Call(ctx, ws, args)
 	if err != nil {
@@ -117,14 +125,12 @@ func (s *Set) Call(ctx context.Context, ws *Workspace, name string, args json.Ra
 			res.Text += "\nThe arguments schema is: " + string(t.Schema())
 		}
 	}
-	return s.finish(res, err), err
+	return s.finish(res), err
 }
 
-func (s *Set) finish(res Result, _ error) Result {
-	if s.redact != nil {
-		res.Text = s.redact.Replace(res.Text)
-		res.Summary = s.redact.Replace(res.Summary)
-	}
+func (s *Set) finish(res Result) Result {
+	res.Text = s.Redact(res.Text)
+	res.Summary = s.Redact(res.Summary)
 	res.Text = Cap(res.Text, s.maxResult)
 	res.Summary = Cap(firstLine(res.Summary), 200)
 	return res

@@ -20,6 +20,10 @@ type Tool interface {
 	Schema() json.RawMessage
 	// Params lists the argument names in declared order.
 	Params() []string
+	// Check decodes args strictly without running the tool; a malformed
+	// argument object gives an *ArgsError. (Approval is asked only for
+	// calls that could run.)
+	Check(args json.RawMessage) error
 	// Call decodes args (a JSON object) strictly and runs the tool in ws.
 	// A malformed argument object gives an *ArgsError.
 	Call(ctx context.Context, ws *Workspace, args json.RawMessage) (Result, error)
@@ -31,6 +35,12 @@ type Result struct {
 	Summary string   // one line for the progress display
 	Files   []string // workspace-relative files to attach to the answer
 }
+
+// ParseErrorKey marks the arguments of a call the model client could not
+// read: {"_parse_error": "what was wrong", "_raw": "what the model wrote"}.
+// No tool has such a field, so the call fails with that message instead of
+// running with half-read arguments.
+const ParseErrorKey = "_parse_error"
 
 // ArgsError says what was wrong with a tool call's arguments.
 type ArgsError struct {
@@ -78,6 +88,13 @@ func (t *typed[A]) Description() string     { return t.desc }
 func (t *typed[A]) Schema() json.RawMessage { return t.schema }
 func (t *typed[A]) Params() []string        { return t.params }
 
+func (t *typed[A]) Check(raw json.RawMessage) error {
+	if _, err := t.decode(raw); err != nil {
+		return &ArgsError{Tool: t.name, Err: err}
+	}
+	return nil
+}
+
 func (t *typed[A]) Call(ctx context.Context, ws *Workspace, raw json.RawMessage) (Result, error) {
 	args, err := t.decode(raw)
 	if err != nil {
@@ -100,6 +117,9 @@ func (t *typed[A]) decode(raw json.RawMessage) (A, error) {
 	var generic map[string]any
 	if err := json.Unmarshal(raw, &generic); err != nil {
 		return args, fmt.Errorf("arguments are not valid JSON: %v", err)
+	}
+	if problem, ok := generic[ParseErrorKey].(string); ok {
+		return args, fmt.Errorf("the call could not be read: %s", problem)
 	}
 	if err := t.resolved.Validate(generic); err != nil {
 		return args, errors.New(cleanSchemaError(err.Error()))

@@ -61,6 +61,9 @@ func (w *Workspace) Close() error { return w.root.Close() }
 // DirName turns a channel identifier into one safe directory name. The
 // mapping is injective, so two channels never share a directory: bytes
 // outside [A-Za-z0-9-] are written as _XX (hex), and '_' itself as _5F.
+// A name whose escaped form is too long is cut and ends in '~' and a
+// 128-bit hash of the whole name; '~' never appears in an escaped form, so
+// a cut name cannot equal an uncut one.
 func DirName(name string) string {
 	if name == "" {
 		return "_"
@@ -77,14 +80,14 @@ func DirName(name string) string {
 	}
 	s := b.String()
 	if len(s) > 200 { // stay well under NAME_MAX
-		return s[:150] + "_" + shortHash(name)
+		return s[:150] + "~" + shortHash(name)
 	}
 	return s
 }
 
 func shortHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(sum[:16])
 }
 
 // SniffLen is how much of a file binary detection looks at.

@@ -133,7 +133,11 @@ type Options struct {
 
 // Run chats until the input ends, /quit, or a second interrupt. In
 // interactive mode lines typed during a turn are sent at once (so /stop
-// works); otherwise each line waits for the previous turn to finish.
+// works); otherwise each line waits for the previous turn to finish. In
+// both, an interrupt during a turn stops it.
+//
+// The line reader blocks in Read and cannot be interrupted; when Run returns
+// early it is left to end with its input (the process exits with it).
 func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 	lines := make(chan string)
 	readErr := make(chan error, 1)
@@ -164,19 +168,29 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 			c.mu.Unlock()
 		}
 	}
-	waitIdle := func() {
-		busy = true
-		go func() { idle <- d.WaitIdle(ctx, Key) }()
-	}
 	prompt()
-	var lastInterrupt time.Time
+	var lastStop time.Time
+	var inputDone bool
+	var inputErr error
 	for {
+		// Scripted input waits for each turn before the next line.
+		in := lines
+		if busy && !opt.Interactive {
+			in = nil
+		}
+		if inputDone && !busy {
+			return inputErr
+		}
+		eof := readErr
+		if inputDone {
+			eof = nil
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-opt.Interrupts:
-			if busy && time.Since(lastInterrupt) > 2*time.Second && d.Stop(Key) {
-				lastInterrupt = time.Now()
+			if busy && time.Since(lastStop) > 2*time.Second && d.Stop(Key) {
+				lastStop = time.Now()
 				c.Emit(ctx, agent.Notice{Text: "(stopping; press Ctrl-C again to quit)"})
 				continue
 			}
@@ -186,19 +200,16 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 			if err != nil {
 				return err
 			}
-			prompt()
-		case err := <-readErr:
+			if !inputDone {
+				prompt()
+			}
+		case err := <-eof:
 			// End of input: finish the running turn, then leave.
-			if busy {
-				if werr := <-idle; werr != nil {
-					return werr
-				}
-			}
+			inputDone = true
 			if err != nil {
-				return fmt.Errorf("read input: %w", err)
+				inputErr = fmt.Errorf("read input: %w", err)
 			}
-			return nil
-		case line := <-lines:
+		case line := <-in:
 			text := strings.TrimSpace(line)
 			if text == "" {
 				if !busy {
@@ -210,11 +221,11 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 				return nil
 			}
 			seq++
-			in := agent.Inbound{
+			msg := agent.Inbound{
 				Key: Key, MessageID: strconv.FormatInt(epoch, 36) + "-" + strconv.Itoa(seq),
 				User: opt.User, Text: text, Addressed: true, Time: time.Now(),
 			}
-			if err := d.Submit(ctx, in); err != nil {
+			if err := d.Submit(ctx, msg); err != nil {
 				if errors.Is(err, context.Canceled) {
 					return nil
 				}
@@ -222,14 +233,8 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 				continue
 			}
 			if !busy {
-				waitIdle()
-			}
-			if !opt.Interactive {
-				// Scripted input: one turn per line, in order.
-				if err := <-idle; err != nil {
-					return err
-				}
-				busy = false
+				busy = true
+				go func() { idle <- d.WaitIdle(ctx, Key) }()
 			}
 		}
 	}

@@ -199,3 +199,29 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// With piped input, Ctrl-C still stops the running turn.
+func TestRunScriptedInterruptStopsTurn(t *testing.T) {
+	m := &model{block: "forever"}
+	var out syncBuffer
+	c := New(&out, false)
+	d := newDispatcher(t, m, c)
+	interrupts := make(chan os.Signal)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Run(t.Context(), d, Options{In: strings.NewReader("forever\nnext\n"), Interrupts: interrupts})
+	}()
+	waitFor(t, func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.busy })
+	interrupts <- os.Interrupt
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("chat did not finish after the turn was stopped")
+	}
+	if !strings.Contains(out.String(), "Stopped.") || strings.Join(m.inputs, "|") != "forever|next" {
+		t.Fatalf("output %q inputs %q", out.String(), m.inputs)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	goai "github.com/sashabaranov/go-openai"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/tools"
 )
 
 // callAccumulator reassembles streamed tool calls. OpenAI sends a call's
@@ -153,7 +154,7 @@ func newCallID() string {
 // model it is replaced by the parse error (see resultText), whatever the
 // tool said.
 const (
-	parseErrorKey = "_parse_error"
+	parseErrorKey = tools.ParseErrorKey
 	rawKey        = "_raw"
 )
 

@@ -76,9 +76,10 @@ func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 }
 
 // runServe runs the dispatcher, the HTTP listener on ln and the adapters
-// until ctx ends or one of them fails, then shuts everything down in order:
-// adapters stop receiving, running turns get the dispatcher's grace period,
-// the listener drains.
+// until ctx ends or one of them fails, then shuts down in order: first
+// what receives messages (the adapters, and the listener, which drains its
+// webhook requests), then the dispatcher, which gives running turns its
+// grace period. So no message is accepted that nobody will answer.
 func runServe(ctx context.Context, a *app, ln net.Listener, adapters []adapter) error {
 	platforms := map[string]agent.Platform{}
 	mux := http.NewServeMux()
@@ -88,19 +89,22 @@ func runServe(ctx context.Context, a *app, ln net.Listener, adapters []adapter) 
 		ad.Routes(mux)
 	}
 	d := a.dispatcher(platforms)
+	dctx, stopDispatcher := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopDispatcher()
+	dispatcherDone := make(chan struct{})
+	go func() { d.Run(dctx); close(dispatcherDone) }()
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var wg sync.WaitGroup
-	wg.Go(func() { d.Run(ctx) })
+	var receivers sync.WaitGroup
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
-	wg.Go(func() {
+	receivers.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			cancel(fmt.Errorf("http listener: %w", err))
 		}
 	})
 	for _, ad := range adapters {
-		wg.Go(func() {
+		receivers.Go(func() {
 			if err := ad.Run(ctx, d); err != nil && ctx.Err() == nil {
 				cancel(fmt.Errorf("%s: %w", ad.Name(), err))
 			}
@@ -108,10 +112,13 @@ func runServe(ctx context.Context, a *app, ln net.Listener, adapters []adapter) 
 	}
 	a.log.Info("serving", "http", ln.Addr().String(), "platforms", len(adapters))
 	<-ctx.Done()
+	a.log.Info("shutting down")
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer scancel()
 	srv.Shutdown(sctx)
-	wg.Wait()
+	receivers.Wait()
+	stopDispatcher()
+	<-dispatcherDone
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
