@@ -224,13 +224,28 @@ func BenchmarkTurnOneToolCall(b *testing.B) {
 	for i := range 25 {
 		history = append(history, userMsg("question "+string(rune('a'+i%26))), agent.Message{Role: agent.RoleAssistant, Content: "answer"})
 	}
-	turn := &agent.Turn{History: history, Input: userMsg("go"), Tools: set, Thread: th}
-	b.ReportAllocs()
-	for b.Loop() {
-		out, err := l.Run(context.Background(), turn)
-		if err != nil || out.Answer != "done" {
-			b.Fatal(err)
-		}
+	for _, bc := range []struct {
+		name string
+		mode func(string) agent.ToolMode
+	}{
+		{"no-policy", nil},
+		{"policy", func(name string) agent.ToolMode {
+			if name == "fail" {
+				return agent.ToolDeny
+			}
+			return agent.ToolAllow
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			turn := &agent.Turn{History: history, Input: userMsg("go"), Tools: set, Thread: th, Mode: bc.mode}
+			b.ReportAllocs()
+			for b.Loop() {
+				out, err := l.Run(context.Background(), turn)
+				if err != nil || out.Answer != "done" {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
