@@ -78,7 +78,8 @@ func TestChatTurnWithTools(t *testing.T) {
 			data := t.TempDir()
 			env := chatEnv(t, llm, data)
 			if store == "redis" {
-				env = append(env, "REDIS_URL="+redisURL(t), "FIRSTMATE_REDIS_PREFIX="+redisPrefix(t))
+				url := redisURL(t)
+				env = append(env, "REDIS_URL="+url, "FIRSTMATE_REDIS_PREFIX="+redisPrefix(t, url))
 			}
 			out, errOut, code := runBinary(t, env, "please make a note\n", "chat")
 			if code != 0 {
@@ -243,10 +244,10 @@ func deadAddr(t *testing.T) string {
 
 // redisPrefix is a key prefix of the test's own; its keys are deleted when
 // the test ends.
-func redisPrefix(t *testing.T) string {
+func redisPrefix(t *testing.T, url string) string {
 	prefix := fmt.Sprintf("fmtest-%d-%d", os.Getpid(), time.Now().UnixNano())
 	t.Cleanup(func() {
-		opt, _ := goredis.ParseURL(redisURL(t))
+		opt, _ := goredis.ParseURL(url)
 		c := goredis.NewClient(opt)
 		defer c.Close()
 		ctx := context.Background()
