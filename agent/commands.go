@@ -114,6 +114,7 @@ func (d *Dispatcher) status(ctx context.Context, key SessionKey) (string, error)
 	switch {
 	case s != nil && s.running && s.cancel != nil:
 		fmt.Fprintf(&b, "Working on a turn (for %s).", time.Since(s.started).Round(time.Second))
+		pending -= s.claimed // in the mailbox until the turn is saved, but not waiting
 	case s != nil:
 		b.WriteString("About to start a turn.")
 	default:

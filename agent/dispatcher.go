@@ -73,6 +73,7 @@ type session struct {
 	running bool
 	again   bool // a message arrived after the running turn claimed its mailbox
 	stop    bool // stop was asked before the turn could be cancelled
+	claimed int  // mailbox entries the running turn answers
 	started time.Time
 	cancel  context.CancelCauseFunc
 }
@@ -377,7 +378,7 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	turnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	d.mu.Lock()
-	s.cancel, s.started = cancel, start
+	s.cancel, s.started, s.claimed = cancel, start, len(claim.Mailbox)
 	if s.stop {
 		s.stop = false
 		cancel(ErrStopped)

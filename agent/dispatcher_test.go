@@ -317,6 +317,11 @@ func TestDispatcherCommands(t *testing.T) {
 		t.Errorf("answers = %q; the sentence starting with stop must be a message", answers)
 	}
 	want := []string{"Working on a turn", "Stopping.", "Nothing is running", "forgotten", "Commands"}
+	for _, n := range notices {
+		if strings.Contains(n, "Working on a turn") && strings.Contains(n, "waiting") {
+			t.Errorf("status counts the running turn's own message as waiting: %q", n)
+		}
+	}
 	if len(notices) != len(want) {
 		t.Fatalf("notices = %q", notices)
 	}
