@@ -8,13 +8,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/firstmate/firstmate/tools"
+	"github.com/firstmate/firstmate/tools/internal/fstest"
 )
 
 // hostile is a workspace with an outside directory next to it and a set of
@@ -58,31 +58,6 @@ func newHostile(t *testing.T) *hostile {
 	return h
 }
 
-// snapshot describes everything under dir (names, types, contents) so a
-// test can tell whether anything outside the workspace changed.
-func snapshot(t *testing.T, dir string) string {
-	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		line := p + " " + d.Type().String()
-		if d.Type().IsRegular() {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			line += " " + string(data)
-		}
-		lines = append(lines, line)
-		return nil
-	})
-	must(t, err)
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
-
 func (h *hostile) checkOutside(t *testing.T) {
 	t.Helper()
 	data, err := os.ReadFile(h.secret)
@@ -91,7 +66,7 @@ func (h *hostile) checkOutside(t *testing.T) {
 	}
 	want := h.outside + " d---------\n" + h.secret + " ---------- " + secretText + "\n" +
 		filepath.Join(h.outside, "sub") + " d---------\n" + filepath.Join(h.outside, "sub", "deep") + " ---------- DEEP SECRET\n"
-	if got := snapshot(t, h.outside); got != want {
+	if got := fstest.Snapshot(t, h.outside); got != want {
 		t.Fatalf("something outside the workspace changed:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -4,18 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/firstmate/firstmate/tools"
 	"github.com/firstmate/firstmate/tools/files"
+	"github.com/firstmate/firstmate/tools/internal/fstest"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -46,7 +45,7 @@ func newEnv(t *testing.T, opts files.Options) *env {
 	t.Cleanup(func() { ws.Close() })
 	e.ws, e.dir = ws, ws.Dir()
 	e.set = tools.NewSet(files.All(opts))
-	e.before = snapshot(t, e.outside)
+	e.before = fstest.Snapshot(t, e.outside)
 	t.Cleanup(e.checkOutside)
 	return e
 }
@@ -71,7 +70,7 @@ func (e *env) plant() {
 
 func (e *env) checkOutside() {
 	e.t.Helper()
-	if got := snapshot(e.t, e.outside); got != e.before {
+	if got := fstest.Snapshot(e.t, e.outside); got != e.before {
 		e.t.Fatalf("something outside the workspace changed:\n%s\nwas:\n%s", got, e.before)
 	}
 }
@@ -126,29 +125,6 @@ func (e *env) call(name string, args any) (tools.Result, error) {
 		e.t.Fatalf("%s %s hung", name, raw)
 		return tools.Result{}, nil
 	}
-}
-
-func snapshot(t *testing.T, dir string) string {
-	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		line := p + " " + d.Type().String()
-		if d.Type().IsRegular() {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			line += " " + string(data)
-		}
-		lines = append(lines, line)
-		return nil
-	})
-	must(t, err)
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
 }
 
 func must(t *testing.T, err error) {
