@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/firstmate/firstmate/agent"
 )
@@ -34,7 +35,12 @@ type Submitter interface {
 // Console renders one session's events on a writer. It is the
 // agent.Platform and agent.Thread for the "console" platform.
 type Console struct {
+	// asks carries approval questions from turns to Run, which owns the
+	// input; nil while no interactive Run is reading it.
+	asks chan *ask
+
 	mu      sync.Mutex
+	asking  bool // an interactive Run reads answers
 	out     io.Writer
 	midLine bool // streamed text left the cursor mid-line
 	streamd bool // the current turn streamed its answer
@@ -43,7 +49,40 @@ type Console struct {
 
 // New returns a console that writes to out; color adds ANSI dim/green/red.
 func New(out io.Writer, color bool) *Console {
-	return &Console{out: out, color: color}
+	return &Console{out: out, color: color, asks: make(chan *ask)}
+}
+
+// ask is one approval question waiting for a line of input.
+type ask struct {
+	req    agent.ApprovalNeeded
+	answer chan bool // buffered: Run never blocks on a turn that gave up
+}
+
+// errNoOneToAsk is the answer when no person is at the terminal.
+var errNoOneToAsk = errors.New("no one is at the terminal to approve it (the input is not a terminal)")
+
+// Approve implements agent.Approver: an interactive chat asks the person at
+// the terminal; the next line they type is the answer (y or yes approves).
+// Scripted input cannot answer, so the call is refused with a reason.
+func (c *Console) Approve(ctx context.Context, req agent.ApprovalNeeded) (bool, error) {
+	c.mu.Lock()
+	canAsk := c.asking
+	c.mu.Unlock()
+	if !canAsk {
+		return false, errNoOneToAsk
+	}
+	a := &ask{req: req, answer: make(chan bool, 1)}
+	select {
+	case c.asks <- a:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	select {
+	case ok := <-a.answer:
+		return ok, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
 }
 
 // Thread implements agent.Platform: a terminal has one thread.
@@ -73,8 +112,7 @@ func (c *Console) Emit(_ context.Context, ev agent.Event) error {
 		}
 		_, err = fmt.Fprintf(c.out, "  %s %s %s %s\n", c.paint(paint, mark), ev.Name, ev.Summary, c.paint("2", formatDuration(ev.Duration)))
 	case agent.ApprovalNeeded:
-		c.newline()
-		_, err = fmt.Fprintf(c.out, "  ? %s needs approval\n", ev.Name)
+		// Approve asks the question; nothing to show twice.
 	case agent.Answer:
 		if !c.streamd && ev.Text != "" {
 			c.newline()
@@ -96,6 +134,16 @@ func (c *Console) Emit(_ context.Context, ev agent.Event) error {
 		_, err = fmt.Fprintln(c.out, ev.Text)
 	}
 	return err
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func (c *Console) newline() {
@@ -172,6 +220,17 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 	var lastStop time.Time
 	var inputDone bool
 	var inputErr error
+	var asking *ask // the approval the next line answers
+	if opt.Interactive {
+		c.mu.Lock()
+		c.asking = true
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			c.asking = false
+			c.mu.Unlock()
+		}()
+	}
 	for {
 		// Scripted input waits for each turn before the next line.
 		in := lines
@@ -195,8 +254,21 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 				continue
 			}
 			return nil
+		case a := <-c.asks:
+			if asking != nil {
+				asking.answer <- false // a newer question replaces it
+			}
+			asking = a
+			c.mu.Lock()
+			c.newline()
+			fmt.Fprintf(c.out, "  ? allow %s %s? [y/N] ", a.req.Name, truncate(string(a.req.Args), 300))
+			c.mu.Unlock()
 		case err := <-idle:
 			busy = false
+			if asking != nil {
+				asking.answer <- false
+				asking = nil
+			}
 			if err != nil {
 				return err
 			}
@@ -210,6 +282,12 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 				inputErr = fmt.Errorf("read input: %w", err)
 			}
 		case line := <-in:
+			if asking != nil {
+				yes := strings.EqualFold(strings.TrimSpace(line), "y") || strings.EqualFold(strings.TrimSpace(line), "yes")
+				asking.answer <- yes
+				asking = nil
+				continue
+			}
 			text := strings.TrimSpace(line)
 			if text == "" {
 				if !busy {

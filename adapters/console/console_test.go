@@ -13,6 +13,7 @@ import (
 
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/store/local"
+	"github.com/firstmate/firstmate/tools"
 )
 
 func TestRender(t *testing.T) {
@@ -223,5 +224,75 @@ func TestRunScriptedInterruptStopsTurn(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "Stopped.") || strings.Join(m.inputs, "|") != "forever|next" {
 		t.Fatalf("output %q inputs %q", out.String(), m.inputs)
+	}
+}
+
+// askModel calls write once, then answers with what the tool said.
+type askModel struct{}
+
+func (askModel) Complete(_ context.Context, req *agent.Request) (*agent.Response, error) {
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == agent.RoleTool {
+		return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, Content: "tool said: " + last.Content}}, nil
+	}
+	return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant,
+		ToolCalls: []agent.ToolCall{{ID: "c1", Name: "noop", Args: []byte(`{}`)}}}}, nil
+}
+
+func askDispatcher(t *testing.T, c *Console) *agent.Dispatcher {
+	dir := t.TempDir()
+	st, err := local.Open(filepath.Join(dir, "db"), agent.Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := tools.NewSet([]tools.Tool{tools.New("noop", "does nothing", func(context.Context, *tools.Workspace, struct{}) (tools.Result, error) {
+		return tools.Result{Text: "ran", Summary: "ran"}, nil
+	})})
+	d := agent.NewDispatcher(agent.DispatcherConfig{Store: st, Loop: &agent.Loop{Model: askModel{}}, WorkspaceDir: dir, Tools: set,
+		Mode: func(string) agent.ToolMode { return agent.ToolAsk }, Platforms: map[string]agent.Platform{Key.Platform: c}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; st.Close() })
+	return d
+}
+
+func TestApprovalAtTheTerminal(t *testing.T) {
+	for _, tc := range []struct {
+		answer, want string
+	}{
+		{"y", "tool said: ran"},
+		{"YES", "tool said: ran"},
+		{"n", "denied by a person"},
+		{"", "denied by a person"},
+	} {
+		t.Run(tc.answer, func(t *testing.T) {
+			var out syncBuffer
+			c := New(&out, false)
+			d := askDispatcher(t, c)
+			in, typeLine := io.Pipe()
+			done := make(chan error, 1)
+			go func() { done <- c.Run(t.Context(), d, Options{In: in, Interactive: true}) }()
+			io.WriteString(typeLine, "do it\n")
+			waitFor(t, func() bool { return strings.Contains(out.String(), "? allow noop {}? [y/N]") })
+			io.WriteString(typeLine, tc.answer+"\n")
+			waitFor(t, func() bool { return strings.Contains(out.String(), tc.want) })
+			typeLine.Close()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestApprovalRefusedWithScriptedInput(t *testing.T) {
+	var out syncBuffer
+	c := New(&out, false)
+	d := askDispatcher(t, c)
+	if err := c.Run(t.Context(), d, Options{In: strings.NewReader("do it\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "tool said: error: noop was not approved: no one is at the terminal") {
+		t.Fatalf("output %q", out.String())
 	}
 }
