@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,11 +124,21 @@ func (d *Dispatcher) Submit(ctx context.Context, in Inbound) error {
 	if err := in.Validate(); err != nil {
 		return err
 	}
-	if !in.Addressed {
-		return nil
-	}
 	if d.isClosing() {
 		return ErrShutdown
+	}
+	if !in.Addressed {
+		if !in.FollowUp {
+			return nil
+		}
+		active, err := d.cfg.Store.Active(ctx, in.Key)
+		if err != nil {
+			return fmt.Errorf("check thread: %w", err)
+		}
+		if !active {
+			return nil // people talking in a thread the bot is not part of
+		}
+		in.Addressed = true
 	}
 	if cmd, ok := parseCommand(in.Text); ok && len(in.Files) == 0 {
 		return d.command(ctx, cmd, in)
@@ -398,6 +409,9 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	emit(turnCtx, th, TurnStarted{Key: key, MessageIDs: ids}, log)
 
 	input := inputMessage(claim.Mailbox, d.cfg.MaxInputBytes)
+	if len(claim.History) == 0 && key.Thread != "" {
+		input.Content = d.withThreadContext(turnCtx, key, trigger, input.Content, log)
+	}
 	var out *Outcome
 	ws, err := tools.OpenWorkspace(d.cfg.WorkspaceDir, key.Channel().String())
 	if err == nil {
@@ -441,6 +455,34 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 		"prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens)
 	emit(ectx, th, Answer{Text: out.Answer, Files: out.Files, Steps: out.Steps, Tools: out.ToolCalls, Took: took}, log)
 	return result
+}
+
+// withThreadContext prepends the thread's earlier messages, when the
+// platform can read them, to the first turn of a session that starts inside
+// an existing thread.
+func (d *Dispatcher) withThreadContext(ctx context.Context, key SessionKey, trigger Inbound, input string, log *slog.Logger) string {
+	r, ok := d.cfg.Platforms[key.Platform].(ThreadReader)
+	if !ok {
+		return input
+	}
+	earlier, err := r.EarlierMessages(ctx, key, trigger)
+	if err != nil {
+		log.Warn("read earlier thread messages", "err", err)
+		return input
+	}
+	if earlier = strings.TrimSpace(earlier); earlier == "" {
+		return input
+	}
+	max := d.cfg.MaxInputBytes / 2
+	if len(earlier) > max {
+		// Keep the newest part: it is what the question is about.
+		cut := len(earlier) - max
+		for cut < len(earlier) && earlier[cut]&0xC0 == 0x80 {
+			cut++
+		}
+		earlier = "[earlier messages cut]\n" + earlier[cut:]
+	}
+	return "[Earlier messages in this thread, for context]\n" + earlier + "\n\n[The message to answer]\n" + input
 }
 
 // commit saves a turn, retrying a failing store a few times (a Redis

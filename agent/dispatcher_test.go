@@ -388,3 +388,68 @@ func TestDispatcherRejectsBadInbound(t *testing.T) {
 		t.Error("a message without an ID was accepted")
 	}
 }
+
+// readerPlatform can read a thread's earlier messages.
+type readerPlatform struct {
+	platform
+	earlier string
+	reads   atomic.Int32
+}
+
+func (p *readerPlatform) EarlierMessages(context.Context, agent.SessionKey, agent.Inbound) (string, error) {
+	p.reads.Add(1)
+	return p.earlier, nil
+}
+
+func TestFollowUpsAndThreadContext(t *testing.T) {
+	var inputs []string
+	var mu sync.Mutex
+	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
+		mu.Lock()
+		inputs = append(inputs, lastUser(req))
+		mu.Unlock()
+		return answerWith("ok"), nil
+	}}
+	st := openStore(t)
+	p := &readerPlatform{earlier: "[bob] the build broke at step 3"}
+	d := agent.NewDispatcher(agent.DispatcherConfig{Store: st, Loop: &agent.Loop{Model: m}, WorkspaceDir: t.TempDir(),
+		Platforms: map[string]agent.Platform{"test": p}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	submit := func(in agent.Inbound) {
+		t.Helper()
+		if err := d.Submit(t.Context(), in); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.WaitIdle(t.Context(), in.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// People talk in a thread the bot is not part of: ignored.
+	chatter := inbound(keyA, "m1", "lunch?")
+	chatter.Addressed, chatter.FollowUp = false, true
+	submit(chatter)
+	if m.calls.Load() != 0 {
+		t.Fatal("a follow-up in a thread the bot is not part of was answered")
+	}
+	// Mentioned in that thread: the earlier messages come with the turn.
+	submit(inbound(keyA, "m2", "what broke?"))
+	// A follow-up without a mention is now for the bot; no context again.
+	follow := inbound(keyA, "m3", "and how do I fix it?")
+	follow.Addressed, follow.FollowUp = false, true
+	submit(follow)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(inputs) != 2 {
+		t.Fatalf("inputs %q", inputs)
+	}
+	if !strings.Contains(inputs[0], "[bob] the build broke at step 3") || !strings.HasSuffix(inputs[0], "[ann] what broke?") {
+		t.Errorf("first turn input %q", inputs[0])
+	}
+	if inputs[1] != "[ann] and how do I fix it?" || p.reads.Load() != 1 {
+		t.Errorf("second turn input %q, thread read %d times", inputs[1], p.reads.Load())
+	}
+}

@@ -127,8 +127,12 @@ type Inbound struct {
 	User      User       `json:"user"`
 	Text      string     `json:"text"` // the bot's mention removed
 	Files     []File     `json:"files,omitempty"`
-	Addressed bool       `json:"addressed,omitempty"` // DM, mention, reply to the bot, or a thread it answers in
-	Time      time.Time  `json:"time"`
+	Addressed bool       `json:"addressed,omitempty"` // DM, mention, reply to the bot
+	// FollowUp marks a reply inside a thread without a mention: it is for
+	// the bot if the bot already takes part in that session (the
+	// dispatcher checks the store).
+	FollowUp bool      `json:"follow_up,omitempty"`
+	Time     time.Time `json:"time"`
 	// ReplyTo is an adapter-defined reference the Thread uses to answer
 	// (for example the Telegram message ID to reply to). Opaque to agent.
 	ReplyTo string `json:"reply_to,omitempty"`

@@ -61,6 +61,11 @@ type Store interface {
 	// Reset deletes the session's history (not its mailbox or lease).
 	Reset(ctx context.Context, key SessionKey) error
 
+	// Active reports whether the session has history or waiting messages:
+	// the bot takes part in it. (A reply in a thread the bot answers in is
+	// addressed to the bot without a mention.)
+	Active(ctx context.Context, key SessionKey) (bool, error)
+
 	// Pending counts the session's mailbox entries.
 	Pending(ctx context.Context, key SessionKey) (int, error)
 

@@ -24,3 +24,12 @@ type Approver interface {
 type Platform interface {
 	Thread(key SessionKey, trigger Inbound) Thread
 }
+
+// ThreadReader is implemented by platforms that can read a thread's earlier
+// messages. When the bot is first addressed inside a thread it took no part
+// in, those messages are given to the model with the turn, so "@bot what do
+// you think?" has something to think about. The text is capped by the
+// dispatcher.
+type ThreadReader interface {
+	EarlierMessages(ctx context.Context, key SessionKey, trigger Inbound) (string, error)
+}

@@ -426,6 +426,24 @@ func (s *Store) pending(now time.Time, key agent.SessionKey) (n int, err error) 
 	return n, err
 }
 
+// Active implements agent.Store.
+func (s *Store) Active(ctx context.Context, key agent.SessionKey) (bool, error) {
+	if err := key.Validate(); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	var active bool
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		if sb := readSession(tx, key, time.Now()); sb != nil {
+			active = nonEmpty(sb.Bucket(bucketMailbox)) || nonEmpty(sb.Bucket(bucketHistory))
+		}
+		return nil
+	})
+	return active, err
+}
+
 // Settings implements agent.Store.
 func (s *Store) Settings(ctx context.Context, channel agent.SessionKey) (agent.ChannelSettings, error) {
 	if err := channel.Validate(); err != nil {
@@ -574,6 +592,11 @@ func deleteFirst(b *bbolt.Bucket, n int) error {
 		}
 	}
 	return nil
+}
+
+func nonEmpty(b *bbolt.Bucket) bool {
+	k, _ := b.Cursor().First()
+	return k != nil
 }
 
 func count(b *bbolt.Bucket) int {

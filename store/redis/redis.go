@@ -322,6 +322,19 @@ func (s *Store) Pending(ctx context.Context, key agent.SessionKey) (int, error) 
 	return int(n), nil
 }
 
+// Active implements agent.Store. The history and mailbox keys share a slot,
+// so one EXISTS answers it.
+func (s *Store) Active(ctx context.Context, key agent.SessionKey) (bool, error) {
+	if err := key.Validate(); err != nil {
+		return false, err
+	}
+	n, err := s.client.Exists(ctx, s.key(history, key, ""), s.key(mailbox, key, "")).Result()
+	if err != nil {
+		return false, fmt.Errorf("redis active: %w", err)
+	}
+	return n > 0, nil
+}
+
 // Settings implements agent.Store.
 func (s *Store) Settings(ctx context.Context, channel agent.SessionKey) (agent.ChannelSettings, error) {
 	var cs agent.ChannelSettings

@@ -71,6 +71,7 @@ func Run(t *testing.T, open func(t *testing.T, ret agent.Retention) agent.Store)
 		{"Waiting", s.testWaiting},
 		{"SessionsIsolated", s.testIsolation},
 		{"Reset", s.testReset},
+		{"Active", s.testActive},
 		{"HistoryExpires", s.testHistoryExpires},
 		{"Settings", s.testSettings},
 		{"RoundTrip", s.testRoundTrip},
@@ -988,5 +989,39 @@ func (s suite) testConcurrentSetSettings(t *testing.T) {
 		if !sameSettings(got, results[winner]) {
 			t.Fatalf("version %d: stored %+v, winner wrote %+v", version, got, results[winner])
 		}
+	}
+}
+
+func (s suite) testActive(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	ctx := t.Context()
+	wantActive := func(key agent.SessionKey, want bool) {
+		t.Helper()
+		got, err := st.Active(ctx, key)
+		if err != nil {
+			t.Fatalf("Active(%v): %v", key, err)
+		}
+		if got != want {
+			t.Fatalf("Active(%v) = %v, want %v", key, got, want)
+		}
+	}
+	wantActive(threadA, false)
+	enqueue(t, st, inbound(threadA, "m1"), true)
+	wantActive(threadA, true) // a message waits
+	wantActive(threadB, false)
+	wantActive(chanA, false) // the channel is not the thread
+	claim(t, st, threadA, "w1", minute)
+	commit(t, st, threadA, "w1", 1, turn("t1", 2))
+	wantActive(threadA, true) // history, empty mailbox
+	if err := st.Reset(ctx, threadA); err != nil {
+		t.Fatal(err)
+	}
+	wantActive(threadA, false)
+	if _, err := st.Seen(ctx, inbound(threadB, "c1")); err != nil {
+		t.Fatal(err)
+	}
+	wantActive(threadB, false) // a command alone is no part in the thread
+	if _, err := st.Active(ctx, agent.SessionKey{}); !errors.Is(err, agent.ErrInvalid) {
+		t.Fatalf("Active with an empty key: %v", err)
 	}
 }
