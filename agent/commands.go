@@ -169,9 +169,12 @@ func inputMessage(mailbox []Inbound, maxBytes int) Message {
 		}
 		b.WriteString(text)
 		for _, f := range in.Files {
-			if f.Path != "" {
+			switch {
+			case f.Path != "":
 				fmt.Fprintf(&b, "\n[attached file: %s (%s, %d bytes) in the workspace]", f.Path, orUnknown(f.MIME), f.Size)
-			} else {
+			case f.Error != "":
+				fmt.Fprintf(&b, "\n[attached file %q could not be saved: %s]", f.Name, f.Error)
+			default:
 				fmt.Fprintf(&b, "\n[attached file %q could not be downloaded]", f.Name)
 			}
 		}

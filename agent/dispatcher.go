@@ -408,12 +408,17 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	}
 	emit(turnCtx, th, TurnStarted{Key: key, MessageIDs: ids}, log)
 
+	var out *Outcome
+	ws, err := tools.OpenWorkspace(d.cfg.WorkspaceDir, key.Channel().String())
+	if err != nil {
+		log.Error("open workspace", "err", err)
+	} else {
+		d.download(turnCtx, key, claim.Mailbox, ws, log)
+	}
 	input := inputMessage(claim.Mailbox, d.cfg.MaxInputBytes)
 	if len(claim.History) == 0 && key.Thread != "" {
 		input.Content = d.withThreadContext(turnCtx, key, trigger, input.Content, log)
 	}
-	var out *Outcome
-	ws, err := tools.OpenWorkspace(d.cfg.WorkspaceDir, key.Channel().String())
 	if err == nil {
 		history := TrimHistory(RepairHistory(claim.History), d.cfg.ContextTokens)
 		out, err = d.cfg.Loop.Run(turnCtx, &Turn{Key: key, History: history, Input: input, Tools: d.cfg.Tools, Mode: d.cfg.Mode, Workspace: ws, Thread: th})
@@ -455,6 +460,31 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 		"prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens)
 	emit(ectx, th, Answer{Text: out.Answer, Files: out.Files, Steps: out.Steps, Tools: out.ToolCalls, Took: took}, log)
 	return result
+}
+
+// download saves the files that came with the mailbox's messages into the
+// workspace, when the platform can fetch them. A file that fails keeps its
+// error, which the turn's input tells the model.
+func (d *Dispatcher) download(ctx context.Context, key SessionKey, mailbox []Inbound, ws *tools.Workspace, log *slog.Logger) {
+	dl, ok := d.cfg.Platforms[key.Platform].(Downloader)
+	if !ok {
+		return
+	}
+	for i := range mailbox {
+		for j := range mailbox[i].Files {
+			f := &mailbox[i].Files[j]
+			if f.Path != "" || f.Error != "" {
+				continue
+			}
+			path, err := dl.Download(ctx, *f, ws)
+			if err != nil {
+				log.Warn("download file", "file", f.Name, "err", err)
+				f.Error = err.Error()
+				continue
+			}
+			f.Path = path
+		}
+	}
 }
 
 // withThreadContext prepends the thread's earlier messages, when the

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/store/local"
+	"github.com/firstmate/firstmate/tools"
 )
 
 // platform records, per session, every event its threads were sent.
@@ -451,5 +453,49 @@ func TestFollowUpsAndThreadContext(t *testing.T) {
 	}
 	if inputs[1] != "[ann] and how do I fix it?" || p.reads.Load() != 1 {
 		t.Errorf("second turn input %q, thread read %d times", inputs[1], p.reads.Load())
+	}
+}
+
+// dlPlatform saves files whose URL is "ok" and refuses the others.
+type dlPlatform struct{ platform }
+
+func (p *dlPlatform) Download(_ context.Context, f agent.File, ws *tools.Workspace) (string, error) {
+	if f.URL != "ok" {
+		return "", errors.New("file is 30 MB, over the 20 MB limit")
+	}
+	path := "uploads/" + f.Name
+	_, err := ws.WriteFile(path, []byte("data of "+f.Name), 1<<20)
+	return path, err
+}
+
+func TestFilesDownloadedAtTurnStart(t *testing.T) {
+	var input string
+	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
+		input = lastUser(req)
+		return answerWith("ok"), nil
+	}}
+	st := openStore(t)
+	dir := t.TempDir()
+	d := agent.NewDispatcher(agent.DispatcherConfig{Store: st, Loop: &agent.Loop{Model: m}, WorkspaceDir: dir,
+		Platforms: map[string]agent.Platform{"test": &dlPlatform{}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	in := inbound(keyA, "m1", "look at these")
+	in.Files = []agent.File{{Name: "a.csv", URL: "ok", MIME: "text/csv", Size: 10}, {Name: "big.iso", URL: "big"}}
+	if err := d.Submit(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WaitIdle(t.Context(), keyA); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(input, "[attached file: uploads/a.csv (text/csv, 10 bytes) in the workspace]") ||
+		!strings.Contains(input, `[attached file "big.iso" could not be saved: file is 30 MB, over the 20 MB limit]`) {
+		t.Fatalf("input %q", input)
+	}
+	data, err := os.ReadFile(filepath.Join(tools.WorkspacePath(dir, keyA.Channel().String()), "uploads", "a.csv"))
+	if err != nil || string(data) != "data of a.csv" {
+		t.Fatalf("saved file: %q %v", data, err)
 	}
 }

@@ -111,13 +111,17 @@ type User struct {
 	Admin bool   `json:"admin,omitempty"` // platform admin, if the adapter knows
 }
 
-// File is a file that came with a message. Adapters download it into the
-// channel's workspace and set Path before they submit the message.
+// File is a file that came with a message. The platform's [Downloader]
+// saves it into the channel's workspace when the turn starts (not before
+// Submit: the platform is acknowledged first, and downloads take time).
 type File struct {
-	Name string `json:"name"`
-	Path string `json:"path,omitempty"` // workspace-relative, once downloaded
-	MIME string `json:"mime,omitempty"`
-	Size int64  `json:"size,omitempty"`
+	ID    string `json:"id,omitempty"`  // the platform's file ID
+	Name  string `json:"name"`          // as the person named it
+	URL   string `json:"url,omitempty"` // where the Downloader fetches it
+	MIME  string `json:"mime,omitempty"`
+	Size  int64  `json:"size,omitempty"`
+	Path  string `json:"path,omitempty"`  // workspace-relative, once downloaded
+	Error string `json:"error,omitempty"` // why it could not be downloaded
 }
 
 // Inbound is one incoming message, free of any platform type.

@@ -1,6 +1,10 @@
 package agent
 
-import "context"
+import (
+	"context"
+
+	"github.com/firstmate/firstmate/tools"
+)
 
 // Thread is where one session's events are shown: a Slack thread, a Telegram
 // chat or topic, a terminal. Adapters implement it; they decide how to
@@ -32,4 +36,12 @@ type Platform interface {
 // dispatcher.
 type ThreadReader interface {
 	EarlierMessages(ctx context.Context, key SessionKey, trigger Inbound) (string, error)
+}
+
+// Downloader is implemented by platforms whose messages carry files. When a
+// turn starts, the dispatcher has each file saved into the channel's
+// workspace and tells the model where it is (or why it could not be had).
+// It returns the workspace-relative path.
+type Downloader interface {
+	Download(ctx context.Context, f File, ws *tools.Workspace) (path string, err error)
 }
