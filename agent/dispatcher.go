@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -413,6 +414,8 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	if err != nil {
 		log.Error("open workspace", "err", err)
 	} else {
+		// Open until the answer is shown: its attachments are read from it.
+		defer ws.Close()
 		d.download(turnCtx, key, claim.Mailbox, ws, log)
 	}
 	input := inputMessage(claim.Mailbox, d.cfg.MaxInputBytes)
@@ -422,7 +425,6 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	if err == nil {
 		history := TrimHistory(RepairHistory(claim.History), d.cfg.ContextTokens)
 		out, err = d.cfg.Loop.Run(turnCtx, &Turn{Key: key, History: history, Input: input, Tools: d.cfg.Tools, Mode: d.cfg.Mode, Workspace: ws, Thread: th})
-		ws.Close()
 	} else {
 		out = &Outcome{Messages: []Message{input}}
 	}
@@ -458,8 +460,29 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	}
 	log.Info("turn done", "steps", out.Steps, "tools", out.ToolCalls, "took", took,
 		"prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens)
-	emit(ectx, th, Answer{Text: out.Answer, Files: out.Files, Steps: out.Steps, Tools: out.ToolCalls, Took: took}, log)
+	emit(ectx, th, Answer{Text: out.Answer, Files: attachments(ws, out.Files), Steps: out.Steps, Tools: out.ToolCalls, Took: took}, log)
 	return result
+}
+
+// attachments describes the files a turn attached, each opened through the
+// workspace (with its checks) when the thread uploads it.
+func attachments(ws *tools.Workspace, paths []string) []Attachment {
+	var out []Attachment
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		out = append(out, Attachment{Path: p, Open: func() (io.ReadCloser, int64, error) {
+			f, fi, err := ws.OpenRead(p)
+			if err != nil {
+				return nil, 0, err
+			}
+			return f, fi.Size(), nil
+		}})
+	}
+	return out
 }
 
 // download saves the files that came with the mailbox's messages into the

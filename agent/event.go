@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"io"
 	"time"
 )
 
@@ -46,10 +47,17 @@ type ApprovalNeeded struct {
 // Answer is the turn's final text, with workspace files to attach.
 type Answer struct {
 	Text  string
-	Files []string
+	Files []Attachment
 	Steps int           // model calls made in the turn
 	Tools int           // tool calls made in the turn
 	Took  time.Duration // wall time of the turn
+}
+
+// Attachment is a workspace file to attach to an answer. Open reads it
+// through the workspace's checks; it works while the Answer is emitted.
+type Attachment struct {
+	Path string // workspace-relative; its base name is the file's name
+	Open func() (r io.ReadCloser, size int64, err error)
 }
 
 // Failed ends a turn that could not produce an answer. Message is short and

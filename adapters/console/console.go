@@ -121,7 +121,7 @@ func (c *Console) Emit(_ context.Context, ev agent.Event) error {
 		}
 		c.newline()
 		for _, f := range ev.Files {
-			fmt.Fprintf(c.out, "  attached: %s\n", f)
+			fmt.Fprintf(c.out, "  attached: %s\n", f.Path) // already in the workspace, where the person can open it
 		}
 		if ev.Tools > 0 {
 			fmt.Fprintln(c.out, c.paint("2", fmt.Sprintf("  (%d tool call(s), %s)", ev.Tools, formatDuration(ev.Took))))

@@ -27,7 +27,7 @@ func TestRender(t *testing.T) {
 		agent.ToolFinished{Name: "ls", Summary: "listed . (2 entries)", Duration: 1500 * time.Microsecond},
 		agent.ToolFinished{Name: "read", Summary: "no such file", Failed: true, Duration: 300 * time.Microsecond},
 		agent.TextDelta{Text: "Done."},
-		agent.Answer{Text: "Let me lookDone.", Files: []string{"out.csv"}, Tools: 2, Took: 2300 * time.Millisecond},
+		agent.Answer{Text: "Let me lookDone.", Files: []agent.Attachment{{Path: "out.csv"}}, Tools: 2, Took: 2300 * time.Millisecond},
 		agent.TurnStarted{},
 		agent.Answer{Text: "not streamed"},
 		agent.Failed{Message: "Stopped."},

@@ -106,8 +106,8 @@ func TestChatTurnWithTools(t *testing.T) {
 			if len(reqs) != 2 {
 				t.Fatalf("model got %d requests, want 2", len(reqs))
 			}
-			if got := len(reqs[0].Tools); got != 10 {
-				t.Errorf("model was offered %d tools, want the 10 file tools", got)
+			if got := len(reqs[0].Tools); got != 11 {
+				t.Errorf("model was offered %d tools, want the 11 file tools", got)
 			}
 		})
 	}

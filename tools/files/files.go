@@ -1,5 +1,6 @@
 // Package files holds the workspace file tools the agent offers the model:
-// ls, read, write, edit, mkdir, copy, move, delete, find and grep.
+// ls, read, write, edit, mkdir, copy, move, delete, find, grep and
+// send_file.
 //
 // Every tool works through the channel's [tools.Workspace] and its safe
 // primitives (path cleaning, os.Root, refusal of non-regular and
@@ -30,6 +31,7 @@ type Options struct {
 	MaxEntries     int   // entries ls and find show (500)
 	MaxMatches     int   // matching lines grep shows (200)
 	MaxVisit       int   // entries one ls, find, grep or copy walks before it stops (100000)
+	MaxSendBytes   int64 // largest file send_file attaches (50 MiB: Telegram's bot upload limit)
 }
 
 func (o Options) withDefaults() Options {
@@ -53,6 +55,7 @@ func (o Options) withDefaults() Options {
 	defInt(&o.MaxEntries, 500)
 	defInt(&o.MaxMatches, 200)
 	defInt(&o.MaxVisit, 100000)
+	def(&o.MaxSendBytes, 50<<20)
 	return o
 }
 
@@ -60,7 +63,7 @@ func (o Options) withDefaults() Options {
 func All(opts Options) []tools.Tool {
 	return []tools.Tool{
 		Ls(opts), Read(opts), Write(opts), Edit(opts), Mkdir(opts),
-		Copy(opts), Move(opts), Delete(opts), Find(opts), Grep(opts),
+		Copy(opts), Move(opts), Delete(opts), Find(opts), Grep(opts), SendFile(opts),
 	}
 }
 

@@ -134,7 +134,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-var toolNames = []string{"copy", "delete", "edit", "find", "grep", "ls", "mkdir", "move", "read", "write"}
+var toolNames = []string{"copy", "delete", "edit", "find", "grep", "ls", "mkdir", "move", "read", "send_file", "write"}
 
 func TestNamesAndSchemas(t *testing.T) {
 	set := tools.NewSet(files.All(files.Options{}))
@@ -143,7 +143,7 @@ func TestNamesAndSchemas(t *testing.T) {
 	}
 	required := map[string][]string{
 		"copy": {"from", "to"}, "delete": {"path"}, "edit": {"path", "old", "new"}, "find": {"pattern"},
-		"grep": {"pattern"}, "ls": nil, "mkdir": {"path"}, "move": {"from", "to"}, "read": {"path"}, "write": {"path", "content"},
+		"grep": {"pattern"}, "ls": nil, "mkdir": {"path"}, "move": {"from", "to"}, "read": {"path"}, "send_file": {"path"}, "write": {"path", "content"},
 	}
 	for _, tool := range set.Tools() {
 		t.Run(tool.Name(), func(t *testing.T) {

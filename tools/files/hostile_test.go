@@ -29,6 +29,7 @@ func TestHostileCallsFail(t *testing.T) {
 	add := func(tool string, err error, args map[string]any) { cases = append(cases, hcase{tool, args, err}) }
 	for _, p := range escapes {
 		add("read", tools.ErrPathEscapes, map[string]any{"path": p})
+		add("send_file", tools.ErrPathEscapes, map[string]any{"path": p})
 		add("write", tools.ErrPathEscapes, map[string]any{"path": p, "content": "pwned"})
 		add("edit", tools.ErrPathEscapes, map[string]any{"path": p, "old": "TOP", "new": "pwned"})
 		add("copy", tools.ErrPathEscapes, map[string]any{"from": p, "to": "stolen"})
@@ -51,6 +52,7 @@ func TestHostileCallsFail(t *testing.T) {
 	}
 	for _, p := range bad {
 		add("read", tools.ErrBadPath, map[string]any{"path": p})
+		add("send_file", tools.ErrBadPath, map[string]any{"path": p})
 		add("write", tools.ErrBadPath, map[string]any{"path": p, "content": "x"})
 		add("delete", tools.ErrBadPath, map[string]any{"path": p})
 		add("ls", tools.ErrBadPath, map[string]any{"path": p})
@@ -58,6 +60,7 @@ func TestHostileCallsFail(t *testing.T) {
 	}
 	// The hard link to the canary: no reading, no writing, no copying.
 	add("read", tools.ErrHardLinked, map[string]any{"path": "hard"})
+	add("send_file", tools.ErrHardLinked, map[string]any{"path": "hard"})
 	add("write", tools.ErrHardLinked, map[string]any{"path": "hard", "content": "pwned"})
 	add("edit", tools.ErrHardLinked, map[string]any{"path": "hard", "old": "TOP", "new": "pwned"})
 	add("copy", tools.ErrHardLinked, map[string]any{"from": "hard", "to": "stolen"})
