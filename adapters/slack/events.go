@@ -1,0 +1,168 @@
+package slack
+
+import (
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+
+	"github.com/firstmate/firstmate/agent"
+)
+
+// Platform is the agent.SessionKey platform of Slack sessions.
+const Platform = "slack"
+
+// identity is who the bot is in its workspace (from auth.test).
+type identity struct {
+	TeamID    string
+	BotUserID string // U…: how people mention it
+	BotID     string // B…: set on messages the bot posts
+}
+
+// normalizer turns Slack events into agent.Inbound messages: it drops what
+// is not a new message from a person, removes the bot's mention and decides
+// whether the message is for the bot.
+type normalizer struct {
+	me        identity
+	allowBots bool // answer other bots' messages too
+}
+
+// inbound returns the message an Events API inner event carries, and false
+// when the event is not one to answer: the bot's own messages, other bots
+// (unless allowed), edits, deletions, joins and other subtypes, channel
+// messages that neither mention the bot nor reply in a thread.
+func (n *normalizer) inbound(teamID string, inner any) (agent.Inbound, bool) {
+	if teamID == "" {
+		teamID = n.me.TeamID
+	}
+	switch ev := inner.(type) {
+	case *slackevents.AppMentionEvent:
+		if ev.Edited != nil || !n.fromPerson(ev.User, ev.BotID) {
+			return agent.Inbound{}, false
+		}
+		thread := ev.ThreadTimeStamp
+		if thread == "" {
+			thread = ev.TimeStamp // a mention in a channel starts a thread
+		}
+		return n.message(teamID, ev.Channel, thread, ev.TimeStamp, ev.User, ev.Text, ev.Files, true, false), true
+	case *slackevents.MessageEvent:
+		switch ev.SubType {
+		case "", "file_share", "thread_broadcast":
+		default:
+			return agent.Inbound{}, false // edits, deletions, joins, bot_message, …
+		}
+		if ev.IsEdited() || !n.fromPerson(ev.User, ev.BotID) {
+			return agent.Inbound{}, false
+		}
+		var files []slack.File
+		if ev.Message != nil {
+			files = ev.Message.Files
+		}
+		if ev.ChannelType == "im" {
+			// A flat DM is one session; a thread in a DM is its own.
+			return n.message(teamID, ev.Channel, ev.ThreadTimeStamp, ev.TimeStamp, ev.User, ev.Text, files, true, false), true
+		}
+		if n.mentionsMe(ev.Text) {
+			return agent.Inbound{}, false // the app_mention event carries it
+		}
+		if ev.ThreadTimeStamp == "" || ev.ThreadTimeStamp == ev.TimeStamp {
+			return agent.Inbound{}, false // channel talk, not for the bot
+		}
+		// A reply in a thread: for the bot if it takes part in the thread.
+		return n.message(teamID, ev.Channel, ev.ThreadTimeStamp, ev.TimeStamp, ev.User, ev.Text, files, false, true), true
+	}
+	return agent.Inbound{}, false
+}
+
+func (n *normalizer) fromPerson(user, botID string) bool {
+	if user == "" || user == n.me.BotUserID || (botID != "" && botID == n.me.BotID) {
+		return false
+	}
+	return botID == "" || n.allowBots
+}
+
+func (n *normalizer) mentionsMe(text string) bool {
+	return n.me.BotUserID != "" && strings.Contains(text, "<@"+n.me.BotUserID)
+}
+
+func (n *normalizer) message(team, channel, thread, ts, user, text string, files []slack.File, addressed, followUp bool) agent.Inbound {
+	in := agent.Inbound{
+		Key:       agent.SessionKey{Platform: Platform, Team: team, Chat: channel, Thread: thread},
+		MessageID: ts,
+		User:      agent.User{ID: user},
+		Text:      n.stripMention(text),
+		Addressed: addressed,
+		FollowUp:  followUp,
+		Time:      tsTime(ts),
+		ReplyTo:   ts,
+	}
+	for _, f := range files {
+		in.Files = append(in.Files, agent.File{ID: f.ID, Name: fileName(f), URL: f.URLPrivateDownload, MIME: f.Mimetype, Size: int64(f.Size)})
+	}
+	return in
+}
+
+// stripMention removes the bot's own mentions (<@U123> or <@U123|name>)
+// and the punctuation people put after a leading one ("@bot: do X");
+// other mentions stay as they are.
+func (n *normalizer) stripMention(text string) string {
+	if n.me.BotUserID == "" {
+		return strings.TrimSpace(text)
+	}
+	tag := "<@" + n.me.BotUserID
+	var b strings.Builder
+	for {
+		i := strings.Index(text, tag)
+		end := i + len(tag)
+		if i < 0 || end >= len(text) {
+			b.WriteString(text)
+			break
+		}
+		if text[end] != '>' && text[end] != '|' { // another user whose ID starts with ours
+			b.WriteString(text[:end])
+			text = text[end:]
+			continue
+		}
+		j := strings.IndexByte(text[end:], '>')
+		if j < 0 {
+			b.WriteString(text)
+			break
+		}
+		b.WriteString(text[:i])
+		text = text[end+j+1:]
+	}
+	return strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(b.String()), ",:"))
+}
+
+func fileName(f slack.File) string {
+	if f.Name != "" {
+		return f.Name
+	}
+	if f.Title != "" {
+		return f.Title
+	}
+	return f.ID
+}
+
+// tsTime turns a Slack ts ("1700000000.000100") into a time.
+func tsTime(ts string) time.Time {
+	sec, frac, _ := strings.Cut(ts, ".")
+	var s, us int64
+	for _, c := range sec {
+		if c < '0' || c > '9' {
+			return time.Time{}
+		}
+		s = s*10 + int64(c-'0')
+	}
+	for i, c := range frac {
+		if i >= 6 || c < '0' || c > '9' {
+			break
+		}
+		us = us*10 + int64(c-'0')
+	}
+	for i := len(frac); i < 6; i++ {
+		us *= 10
+	}
+	return time.Unix(s, us*1000).UTC()
+}
