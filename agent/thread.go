@@ -22,6 +22,13 @@ type Approver interface {
 	Approve(ctx context.Context, req ApprovalNeeded) (bool, error)
 }
 
+// Submitter is what an adapter hands incoming messages to: the
+// [Dispatcher]. Submit returns once the message is durable; then the
+// adapter may acknowledge the platform.
+type Submitter interface {
+	Submit(ctx context.Context, in Inbound) error
+}
+
 // Platform opens threads for one platform's sessions. The dispatcher asks
 // for a thread when a turn starts or a command answers; the trigger is the
 // message being answered, so the thread can reply to it.

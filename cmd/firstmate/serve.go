@@ -34,9 +34,9 @@ type adapter interface {
 	agent.Platform
 	Name() string // the agent.SessionKey platform it serves
 	// Routes adds the adapter's webhook handlers, if it has any.
-	Routes(mux *http.ServeMux)
+	Routes(mux *http.ServeMux, d agent.Submitter)
 	// Run receives events until ctx ends.
-	Run(ctx context.Context, d *agent.Dispatcher) error
+	Run(ctx context.Context, d agent.Submitter) error
 }
 
 // adaptersFor builds the adapters the configuration asks for.
@@ -86,9 +86,11 @@ func runServe(ctx context.Context, a *app, ln net.Listener, adapters []adapter) 
 	mux.Handle("GET /healthz", healthz(a.store))
 	for _, ad := range adapters {
 		platforms[ad.Name()] = ad
-		ad.Routes(mux)
 	}
 	d := a.dispatcher(platforms)
+	for _, ad := range adapters {
+		ad.Routes(mux, d)
+	}
 	dctx, stopDispatcher := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopDispatcher()
 	dispatcherDone := make(chan struct{})

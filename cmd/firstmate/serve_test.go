@@ -24,7 +24,7 @@ type testAdapter struct {
 }
 
 func (a *testAdapter) Name() string                                        { return "test" }
-func (a *testAdapter) Routes(mux *http.ServeMux)                           {}
+func (a *testAdapter) Routes(*http.ServeMux, agent.Submitter)              {}
 func (a *testAdapter) Thread(agent.SessionKey, agent.Inbound) agent.Thread { return a }
 func (a *testAdapter) Emit(_ context.Context, ev agent.Event) error {
 	if ans, ok := ev.(agent.Answer); ok {
@@ -35,7 +35,7 @@ func (a *testAdapter) Emit(_ context.Context, ev agent.Event) error {
 	return nil
 }
 
-func (a *testAdapter) Run(ctx context.Context, d *agent.Dispatcher) error {
+func (a *testAdapter) Run(ctx context.Context, d agent.Submitter) error {
 	in := agent.Inbound{Key: agent.SessionKey{Platform: "test", Chat: "C1"}, MessageID: "1", Text: "hi", Addressed: true}
 	if err := d.Submit(ctx, in); err != nil {
 		return err
