@@ -107,6 +107,9 @@ type Agent struct {
 	TurnTimeout  time.Duration `yaml:"turn_timeout" json:"turn_timeout"`   // wall time per turn
 	Workers      int           `yaml:"workers" json:"workers"`             // turns run at once by this process
 	HistoryTurns int           `yaml:"history_turns" json:"history_turns"` // whole turns kept per session
+	// Progress is what the progress message of a turn shows in Slack and
+	// Telegram: full (each tool call), summary (one line) or off.
+	Progress string `yaml:"progress" json:"progress"`
 }
 
 // Store is where state lives.
@@ -154,6 +157,8 @@ type Slack struct {
 	AppToken      Secret `yaml:"app_token" json:"app_token"`
 	SigningSecret Secret `yaml:"signing_secret" json:"signing_secret"`
 	APIURL        string `yaml:"api_url" json:"api_url"` // the Web API base, with its trailing slash
+	// AllowBots answers messages from other bots too (never the bot's own).
+	AllowBots bool `yaml:"allow_bots" json:"allow_bots"`
 }
 
 // Telegram connects to one Telegram bot. It is enabled when BotToken is set.
@@ -185,6 +190,7 @@ func Default() *Config {
 			TurnTimeout:  10 * time.Minute,
 			Workers:      8,
 			HistoryTurns: agent.DefaultRetention.MaxTurns,
+			Progress:     "full",
 		},
 		Store:    Store{RedisPrefix: "fm"},
 		HTTP:     HTTP{Addr: DefaultHTTPAddr},

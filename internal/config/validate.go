@@ -88,6 +88,7 @@ func (v *validator) agent() {
 	}
 	v.atLeast("agent.workers", a.Workers, 1)
 	v.atLeast("agent.history_turns", a.HistoryTurns, 1)
+	v.oneOf("agent.progress", a.Progress, "full", "summary", "off")
 }
 
 func (v *validator) store() {
