@@ -377,7 +377,7 @@ func TestFileProblems(t *testing.T) {
 		{name: "unknown key with a typo", file: "llm:\n  model: x\n  modle: y\n",
 			key: "llm.modle", line: 3, msg: `did you mean "model"? Known keys under llm: api_key, base_url, context_tokens`},
 		{name: "unknown nested key", file: "slack:\n  token: x\n",
-			key: "slack.token", line: 2, msg: "known keys under slack: api_url, app_token, bot_token, signing_secret"},
+			key: "slack.token", line: 2, msg: "known keys under slack: allow_bots, api_url, app_token, bot_token, signing_secret"},
 		{name: "key set twice", file: "log:\n  level: info\n  level: debug\n",
 			key: "log.level", line: 3, msg: "set twice (first on line 2)"},
 		{name: "tool protocol", file: "llm:\n  tool_protocol: xml\n",
