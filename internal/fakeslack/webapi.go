@@ -7,23 +7,12 @@ import (
 	"io"
 	"math"
 	"mime"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
-)
-
-// Slack's limits on what a message may carry.
-const (
-	maxTextRunes     = 40_000 // text; over it chat.postMessage answers msg_too_long
-	maxMarkdownRunes = 12_000 // all markdown blocks of one message together
-	maxSectionRunes  = 3_000  // the text of a section block
-	maxHeaderRunes   = 150    // the text of a header block
-	maxBlocks        = 50
 )
 
 // Call is one Web API call as the fake received and answered it.
@@ -101,7 +90,8 @@ func (s *Server) Count(method string) int {
 // RateLimitNext answers the next n calls of method with HTTP 429 and a
 // Retry-After header of retryAfter, rounded up to whole seconds as Slack
 // sends it (slack-go reads it as *slack.RateLimitedError). A retryAfter
-// of zero sends "Retry-After: 0", which keeps tests fast.
+// of zero sends "Retry-After: 0", which keeps tests fast. It replaces an
+// earlier limit on method; n = 0 lifts it.
 func (s *Server) RateLimitNext(method string, n int, retryAfter time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -325,246 +315,6 @@ func (s *Server) handleLocked(method string, c *apiCall) (object, string) {
 	return nil, "unknown_method"
 }
 
-// checkContent applies Slack's limits to the text and blocks of a message.
-// It returns the blocks, nil when the request has none.
-func checkContent(p url.Values) (json.RawMessage, string) {
-	if utf8.RuneCountInString(p.Get("text")) > maxTextRunes {
-		return nil, "msg_too_long"
-	}
-	raw := p.Get("blocks")
-	if raw == "" {
-		return nil, ""
-	}
-	var blocks []map[string]any
-	if err := json.Unmarshal([]byte(raw), &blocks); err != nil {
-		return nil, "invalid_blocks_format"
-	}
-	if len(blocks) > maxBlocks {
-		return nil, "invalid_blocks"
-	}
-	markdown := 0
-	for _, b := range blocks {
-		switch b["type"] {
-		case "markdown":
-			t, _ := b["text"].(string)
-			markdown += utf8.RuneCountInString(t)
-		case "section":
-			if utf8.RuneCountInString(textOf(b["text"])) > maxSectionRunes {
-				return nil, "invalid_blocks"
-			}
-		case "header":
-			if utf8.RuneCountInString(textOf(b["text"])) > maxHeaderRunes {
-				return nil, "invalid_blocks"
-			}
-		case nil, "":
-			return nil, "invalid_blocks"
-		}
-	}
-	if markdown > maxMarkdownRunes {
-		return nil, "invalid_blocks"
-	}
-	return json.RawMessage(raw), ""
-}
-
-// textOf reads the text of a text object {"type":"mrkdwn","text":"…"}.
-func textOf(v any) string {
-	o, _ := v.(map[string]any)
-	t, _ := o["text"].(string)
-	return t
-}
-
-func hasContent(p url.Values) bool {
-	return p.Get("text") != "" || p.Has("blocks") || p.Get("attachments") != "" || p.Get("file_ids") != ""
-}
-
-func (s *Server) postMessageLocked(c *apiCall) (object, string) {
-	ch, ok := s.channelLocked(c.p.Get("channel"))
-	if !ok {
-		return nil, "channel_not_found"
-	}
-	blocks, code := checkContent(c.p)
-	if code != "" {
-		return nil, code
-	}
-	if !hasContent(c.p) {
-		return nil, "no_text"
-	}
-	m := &Message{
-		Channel: ch.ID, TS: s.nextTSLocked(), ThreadTS: c.p.Get("thread_ts"),
-		User: s.botUserID, BotID: s.botID, Text: c.p.Get("text"), Blocks: blocks, Posted: time.Now(),
-	}
-	s.store.put(m)
-	s.echoLocked(c, func() Event { return s.ownMessageEventLocked(m) })
-	return object{"channel": ch.ID, "ts": m.TS, "message": s.wireMessageLocked(m)}, ""
-}
-
-// ownMessageLocked finds a message the bot may change: the codes are
-// chat.update's and chat.delete's. s.mu must be held.
-func (s *Server) ownMessageLocked(p url.Values, notOwn string) (*Message, string) {
-	ch, ok := s.channelLocked(p.Get("channel"))
-	if !ok {
-		return nil, "channel_not_found"
-	}
-	m := s.store.get(ch.ID, p.Get("ts"))
-	if m == nil || m.Deleted {
-		return nil, "message_not_found"
-	}
-	if m.BotID != s.botID {
-		return nil, notOwn
-	}
-	return m, ""
-}
-
-func (s *Server) updateLocked(c *apiCall) (object, string) {
-	m, code := s.ownMessageLocked(c.p, "cant_update_message")
-	if code != "" {
-		return nil, code
-	}
-	blocks, code := checkContent(c.p)
-	if code != "" {
-		return nil, code
-	}
-	if !hasContent(c.p) {
-		return nil, "no_text"
-	}
-	before := s.wireMessageLocked(m)
-	// Slack keeps what an update leaves out: text without blocks keeps
-	// the blocks, and the other way round; "blocks=[]" removes them.
-	if c.p.Has("text") {
-		m.Text = c.p.Get("text")
-	}
-	if c.p.Has("blocks") {
-		m.Blocks = blocks
-	}
-	m.Edits++
-	m.Edited = time.Now()
-	m.editTS = s.nextTSLocked()
-	s.echoLocked(c, func() Event { return s.changedEventLocked(m, before) })
-	return object{"channel": m.Channel, "ts": m.TS, "text": m.Text, "message": s.wireMessageLocked(m)}, ""
-}
-
-func (s *Server) deleteLocked(c *apiCall) (object, string) {
-	m, code := s.ownMessageLocked(c.p, "cant_delete_message")
-	if code != "" {
-		return nil, code
-	}
-	before := s.wireMessageLocked(m)
-	m.Deleted = true
-	s.echoLocked(c, func() Event { return s.deletedLocked(m.Channel, m.TS, before) })
-	return object{"channel": m.Channel, "ts": m.TS}, ""
-}
-
-func (s *Server) postEphemeralLocked(c *apiCall) (object, string) {
-	ch, ok := s.channelLocked(c.p.Get("channel"))
-	if !ok {
-		return nil, "channel_not_found"
-	}
-	if _, ok := s.users[c.p.Get("user")]; !ok {
-		return nil, "user_not_found"
-	}
-	blocks, code := checkContent(c.p)
-	if code != "" {
-		return nil, code
-	}
-	if !hasContent(c.p) {
-		return nil, "no_text"
-	}
-	e := Ephemeral{
-		Channel: ch.ID, User: c.p.Get("user"), ThreadTS: c.p.Get("thread_ts"), Text: c.p.Get("text"),
-		Blocks: blocks, TS: s.nextTSLocked(), At: time.Now(),
-	}
-	s.store.ephemerals = append(s.store.ephemerals, e)
-	return object{"message_ts": e.TS}, ""
-}
-
-// streamLocked serves chat.startStream, chat.appendStream and
-// chat.stopStream (slack-go: StartStream, AppendStream, StopStream), which
-// send channel, ts (but for start), thread_ts, markdown_text, chunks,
-// recipient_team_id and recipient_user_id as form fields.
-func (s *Server) streamLocked(method string, c *apiCall) (object, string) {
-	if utf8.RuneCountInString(c.p.Get("markdown_text")) > maxMarkdownRunes {
-		return nil, "msg_too_long"
-	}
-	var chunks []json.RawMessage
-	if raw := c.p.Get("chunks"); raw != "" {
-		if err := json.Unmarshal([]byte(raw), &chunks); err != nil {
-			return nil, "invalid_chunks"
-		}
-	}
-	var m *Message
-	if method == "chat.startStream" {
-		ch, ok := s.channelLocked(c.p.Get("channel"))
-		if !ok {
-			return nil, "channel_not_found"
-		}
-		m = &Message{
-			Channel: ch.ID, TS: s.nextTSLocked(), ThreadTS: c.p.Get("thread_ts"),
-			User: s.botUserID, BotID: s.botID, Streaming: true, Posted: time.Now(),
-		}
-		s.store.put(m)
-	} else {
-		var code string
-		if m, code = s.ownMessageLocked(c.p, "message_not_owned_by_app"); code != "" {
-			return nil, code
-		}
-		if !m.Streaming {
-			return nil, "message_not_in_streaming_state"
-		}
-		if method == "chat.appendStream" {
-			m.Appends++
-		}
-	}
-	m.Text += c.p.Get("markdown_text")
-	for _, raw := range chunks {
-		var ch struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(raw, &ch) == nil && ch.Type == "markdown_text" {
-			m.Text += ch.Text
-		} else {
-			m.Chunks = append(m.Chunks, raw)
-		}
-	}
-	if method == "chat.stopStream" {
-		m.Streaming = false
-		if blocks, code := checkContent(url.Values{"blocks": c.p["blocks"]}); code != "" {
-			return nil, code
-		} else if blocks != nil {
-			m.Blocks = blocks
-		}
-	}
-	return object{"channel": m.Channel, "ts": m.TS}, ""
-}
-
-func (s *Server) reactLocked(add bool, p url.Values) (object, string) {
-	name := strings.Trim(p.Get("name"), ":")
-	if name == "" {
-		return nil, "invalid_name"
-	}
-	ch, ok := s.channelLocked(p.Get("channel"))
-	if !ok {
-		return nil, "channel_not_found"
-	}
-	m := s.store.get(ch.ID, p.Get("timestamp"))
-	if m == nil || m.Deleted {
-		return nil, "message_not_found"
-	}
-	k := msgKey{m.Channel, m.TS}
-	i := slices.Index(s.store.reactions[k], name)
-	switch {
-	case add && i >= 0:
-		return nil, "already_reacted"
-	case add:
-		s.store.reactions[k] = append(s.store.reactions[k], name)
-	case i < 0:
-		return nil, "no_reaction"
-	default:
-		s.store.reactions[k] = slices.Delete(s.store.reactions[k], i, i+1)
-	}
-	return nil, ""
-}
-
 func (s *Server) repliesLocked(p url.Values) (object, string) {
 	ch, ok := s.channelLocked(p.Get("channel"))
 	if !ok {
@@ -642,161 +392,6 @@ func (s *Server) setStatusLocked(p url.Values) (object, string) {
 	return nil, ""
 }
 
-func (s *Server) uploadURLLocked(p url.Values) (object, string) {
-	length, err := strconv.Atoi(p.Get("length"))
-	if p.Get("filename") == "" || err != nil || length <= 0 {
-		return nil, "invalid_arguments"
-	}
-	id := randomID("F", 10)
-	s.store.uploads[id] = &upload{name: p.Get("filename"), alt: p.Get("alt_txt"), length: length}
-	return object{"upload_url": s.srv.URL + uploadPath + id, "file_id": id}, ""
-}
-
-func (s *Server) completeUploadLocked(c *apiCall) (object, string) {
-	var files []struct {
-		ID    string `json:"id"`
-		Title string `json:"title"`
-	}
-	if err := json.Unmarshal([]byte(c.p.Get("files")), &files); err != nil || len(files) == 0 {
-		return nil, "invalid_arguments"
-	}
-	chID := c.p.Get("channel_id")
-	if chID == "" && c.p.Get("channels") != "" {
-		chID, _, _ = strings.Cut(c.p.Get("channels"), ",")
-	}
-	if chID != "" {
-		ch, ok := s.channelLocked(chID)
-		if !ok {
-			return nil, "channel_not_found"
-		}
-		chID = ch.ID
-	}
-	for _, f := range files {
-		// Slack's code for a file that was never uploaded is not
-		// documented; this one names the fault.
-		if u := s.store.uploads[f.ID]; u == nil || !u.received {
-			return nil, "file_not_found"
-		}
-	}
-	now := time.Now()
-	var (
-		out    []object
-		shared []File
-	)
-	for _, f := range files {
-		u := s.store.uploads[f.ID]
-		delete(s.store.uploads, f.ID)
-		title := f.Title
-		if title == "" {
-			title = u.name
-		}
-		file := &File{
-			ID: f.ID, Name: u.name, Title: title, Mimetype: mimeFor(u.name), AltText: u.alt, Content: u.content,
-			User: s.botUserID, Channel: chID, ThreadTS: c.p.Get("thread_ts"), Comment: c.p.Get("initial_comment"), Shared: now,
-		}
-		file.URL = s.fileURL(file)
-		s.store.files[file.ID] = file
-		s.store.shared = append(s.store.shared, file.ID)
-		out = append(out, object{"id": file.ID, "title": file.Title})
-		shared = append(shared, *file)
-	}
-	if chID != "" {
-		// Slack shares the files with a message of the bot's.
-		m := &Message{
-			Channel: chID, TS: s.nextTSLocked(), ThreadTS: c.p.Get("thread_ts"), User: s.botUserID, BotID: s.botID,
-			Text: c.p.Get("initial_comment"), Files: shared, Posted: now,
-		}
-		s.store.put(m)
-		s.echoLocked(c, func() Event { return s.ownMessageEventLocked(m) })
-	}
-	return object{"files": out}, ""
-}
-
-// serveUpload takes the bytes of a file at its upload URL: the body of a
-// multipart form (the "file" field, as slack-go sends it) or the raw body.
-func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request, id string) {
-	if r.Method != http.MethodPost {
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	content, err := readUpload(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	s.mu.Lock()
-	u := s.store.uploads[id]
-	if u != nil {
-		u.content, u.received = content, true
-		s.notifyLocked()
-	}
-	s.mu.Unlock()
-	if u == nil {
-		http.NotFound(w, r)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain")
-	fmt.Fprintf(w, "OK - %d", len(content))
-}
-
-func readUpload(r *http.Request) ([]byte, error) {
-	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if ct != "multipart/form-data" {
-		return io.ReadAll(r.Body)
-	}
-	mr := multipart.NewReader(r.Body, params["boundary"])
-	for {
-		part, err := mr.NextPart()
-		if err != nil {
-			return nil, fmt.Errorf("no file in the form: %w", err)
-		}
-		if part.FormName() == "file" || part.FileName() != "" {
-			return io.ReadAll(part)
-		}
-	}
-}
-
-// serveFile serves url_private. Without the bot token Slack redirects to
-// the sign-in page, with the file's path in redir; slack-go's GetFile
-// recognizes that.
-func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
-	rest := strings.TrimPrefix(r.URL.Path, filesPath)
-	teamAndID, _, _ := strings.Cut(rest, "/")
-	id := strings.TrimPrefix(teamAndID, s.teamID+"-")
-	if r.Header.Get("Authorization") != "Bearer "+s.botToken {
-		http.Redirect(w, r, signinPath+"?redir="+url.QueryEscape(r.URL.Path), http.StatusFound)
-		return
-	}
-	s.mu.Lock()
-	f := s.store.files[id]
-	var content []byte
-	var mt string
-	if f != nil {
-		content, mt = f.Content, f.Mimetype
-	}
-	s.mu.Unlock()
-	if f == nil {
-		http.NotFound(w, r)
-		return
-	}
-	if mt != "" {
-		w.Header().Set("Content-Type", mt)
-	}
-	_, _ = w.Write(content)
-}
-
-func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request, id string) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
-		return
-	}
-	s.mu.Lock()
-	s.store.responses = append(s.store.responses, Response{URL: s.srv.URL + responsePath + id, Body: body, At: time.Now()})
-	s.notifyLocked()
-	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, object{"ok": true})
-}
-
 // wireMessageLocked is a message as the Web API returns it. s.mu must be held.
 func (s *Server) wireMessageLocked(m *Message) object {
 	o := object{"type": "message", "ts": m.TS, "text": m.Text, "team": s.teamID}
@@ -848,21 +443,6 @@ func (s *Server) wireMessageLocked(m *Message) object {
 	return o
 }
 
-func wireFile(f *File, team string) object {
-	ext := ""
-	if i := strings.LastIndexByte(f.Name, '.'); i >= 0 {
-		ext = f.Name[i+1:]
-	}
-	return object{
-		"id": f.ID, "created": f.Shared.Unix(), "timestamp": f.Shared.Unix(), "name": f.Name, "title": f.Title,
-		"mimetype": f.Mimetype, "filetype": ext, "pretty_type": strings.ToUpper(ext), "user": f.User,
-		"user_team": team, "mode": "hosted", "editable": false, "is_external": false, "external_type": "",
-		"size": len(f.Content), "url_private": f.URL, "url_private_download": strings.Replace(f.URL, "/"+url.PathEscape(f.Name), "/download/"+url.PathEscape(f.Name), 1),
-		"permalink": "https://slack.com/files/" + f.User + "/" + f.ID + "/" + url.PathEscape(f.Name),
-		"is_public": false, "public_url_shared": false, "has_rich_preview": false,
-	}
-}
-
 func (s *Server) wireChannel(c Channel) object {
 	o := object{
 		"id": c.ID, "created": 1700000000, "is_archived": false, "is_general": c.ID == General,
@@ -891,16 +471,6 @@ func (s *Server) wireUser(u User) object {
 		"is_ultra_restricted": false, "is_bot": u.IsBot, "is_app_user": false, "tz": "Europe/London",
 		"tz_offset": 0, "profile": profile,
 	}
-}
-
-// mimeFor guesses a file's type from its name, as Slack does.
-func mimeFor(name string) string {
-	if i := strings.LastIndexByte(name, '.'); i >= 0 {
-		if t := mime.TypeByExtension(name[i:]); t != "" {
-			return t
-		}
-	}
-	return "application/octet-stream"
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
