@@ -17,7 +17,8 @@
 // The Socket Mode endpoint sends hello and WebSocket pings, delivers
 // envelopes (events_api, slash_commands, interactive), records the acks, and
 // re-sends an envelope that is not acked in time with retry_attempt+1, as
-// Slack does. Connections can be dropped abruptly or asked to refresh with a
+// Slack does. A re-sent envelope has a new envelope_id and the same
+// event_id, so a client must deduplicate on event_id. Connections can be dropped abruptly or asked to refresh with a
 // disconnect message. DeliverHTTP sends the same events to an HTTP endpoint,
 // signed with a signing secret as Slack signs them.
 //

@@ -639,10 +639,10 @@ func TestSocketModeDisconnectMessage(t *testing.T) {
 
 func TestSocketModePingsKeepTheClientConnected(t *testing.T) {
 	t.Parallel()
-	srv := fakeslack.New(t, fakeslack.WithPingInterval(20*time.Millisecond))
-	// The client gives up on a connection after 150 ms without a ping.
-	startSocket(t, srv, func(*socketmode.Client, socketmode.Event) {}, socketmode.OptionPingInterval(150*time.Millisecond))
-	if !srv.WaitFor(wait, func() bool { return srv.Pongs() >= 15 }) {
+	srv := fakeslack.New(t, fakeslack.WithPingInterval(10*time.Millisecond))
+	// The client gives up on a connection after 500 ms without a ping.
+	startSocket(t, srv, func(*socketmode.Client, socketmode.Event) {}, socketmode.OptionPingInterval(500*time.Millisecond))
+	if !srv.WaitFor(wait, func() bool { return srv.Pongs() >= 70 }) {
 		t.Fatalf("%d pongs", srv.Pongs())
 	}
 	if n := srv.Connections(); n != 1 {
