@@ -1,0 +1,147 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+
+	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/tools"
+)
+
+// Download implements agent.Downloader: a file shared with a message is
+// fetched with the bot token into the workspace under uploads/.
+func (a *Adapter) Download(ctx context.Context, f agent.File, ws *tools.Workspace) (string, error) {
+	max := a.cfg.MaxFileBytes
+	if f.Size > max {
+		return "", fmt.Errorf("%s is %s, over the %s limit for shared files", f.Name, tools.FormatSize(f.Size), tools.FormatSize(max))
+	}
+	if f.URL == "" {
+		return "", errors.New("Slack gave no download link (the app may lack the files:read scope)")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.URL, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.cfg.BotToken)
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("download: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("download: HTTP %d", resp.StatusCode)
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") && !strings.HasPrefix(f.MIME, "text/html") {
+		// Slack answers a missing scope with its login page.
+		return "", errors.New("download: Slack sent a web page instead of the file (the app may lack the files:read scope)")
+	}
+	dest, err := a.uploadPath(ws, f)
+	if err != nil {
+		return "", err
+	}
+	if _, _, err := ws.WriteFrom(dest, resp.Body, max); err != nil {
+		return "", err
+	}
+	return dest, nil
+}
+
+// uploadPath picks uploads/<name>, or uploads/<name>-<id> when that name
+// is taken, with the name made safe for a path.
+func (a *Adapter) uploadPath(ws *tools.Workspace, f agent.File) (string, error) {
+	name := safeFileName(f.Name)
+	p := "uploads/" + name
+	if _, err := ws.Lstat(p); err == nil {
+		ext := path.Ext(name)
+		p = "uploads/" + strings.TrimSuffix(name, ext) + "-" + safeFileName(f.ID) + ext
+	}
+	return tools.CleanFilePath(p)
+}
+
+// safeFileName keeps a shared file's name readable but inert: no
+// directories, no leading dots, no control characters, not too long.
+func safeFileName(name string) string {
+	name = path.Base(strings.ReplaceAll(name, "\\", "/"))
+	name = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == '/' {
+			return '_'
+		}
+		return r
+	}, name)
+	name = strings.TrimLeft(name, ".")
+	if len(name) > 120 {
+		ext := path.Ext(name)
+		if len(ext) > 20 {
+			ext = ""
+		}
+		stem := name[:len(name)-len(ext)]
+		cut := 120 - len(ext)
+		for cut > 0 && !utf8.RuneStart(stem[cut]) {
+			cut--
+		}
+		name = stem[:cut] + ext
+	}
+	if name == "" {
+		name = "file"
+	}
+	return name
+}
+
+// upload attaches a workspace file to the thread (files upload v2).
+func (t *thread) upload(ctx context.Context, f agent.Attachment) error {
+	r, size, err := f.Open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if size == 0 {
+		return errors.New("the file is empty")
+	}
+	return retry(ctx, func() error {
+		_, err := t.a.api.UploadFileContext(ctx, slack.UploadFileParameters{
+			Reader: r, FileSize: int(size), Filename: path.Base(f.Path), Title: path.Base(f.Path),
+			Channel: t.channel, ThreadTimestamp: t.threadTS,
+		})
+		return err
+	})
+}
+
+// maxEarlier is how many earlier messages of a thread are read for context.
+const maxEarlier = 50
+
+// EarlierMessages implements agent.ThreadReader: the thread's messages
+// before the one that mentioned the bot, oldest first, as "[user] text".
+func (a *Adapter) EarlierMessages(ctx context.Context, key agent.SessionKey, trigger agent.Inbound) (string, error) {
+	msgs, _, _, err := a.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+		ChannelID: key.Chat, Timestamp: key.Thread, Limit: maxEarlier + 1,
+	})
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	n := 0
+	for _, m := range msgs {
+		if m.Timestamp == trigger.MessageID || n == maxEarlier {
+			break
+		}
+		if m.Text == "" {
+			continue
+		}
+		who := m.User
+		if m.BotID != "" {
+			who = "bot " + m.BotID
+		}
+		if m.User == a.norm.me.BotUserID {
+			who = "you"
+		}
+		fmt.Fprintf(&b, "[%s] %s\n", who, a.norm.stripMention(m.Text))
+		n++
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,358 @@
+package slack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/firstmate/firstmate/adapters"
+	"github.com/firstmate/firstmate/agent"
+)
+
+// Config configures the adapter. BotToken is required, and AppToken
+// (Socket Mode) or SigningSecret (HTTP Events API) or both.
+type Config struct {
+	BotToken      string
+	AppToken      string // xapp-…: Socket Mode
+	SigningSecret string // HTTP Events API
+	APIURL        string // Web API base, ending in "/api/"; Slack's own if empty
+	Progress      adapters.Mode
+	AllowBots     bool  // answer messages from other bots
+	MaxFileBytes  int64 // files shared with a message; default 20 MiB
+	HTTPClient    *http.Client
+	Logger        *slog.Logger
+}
+
+// Adapter connects one Slack workspace to the dispatcher. It is the
+// agent.Platform for "slack" sessions.
+type Adapter struct {
+	cfg  Config
+	api  *slack.Client
+	norm normalizer
+	log  *slog.Logger
+	http *http.Client
+
+	limits *limiter    // our own pacing of posts and edits per channel
+	users  sync.Map    // user ID → display name, for attributing messages
+	lookup chan string // user IDs to look up, for Run's resolver
+}
+
+// New connects to the Web API (auth.test gives the bot's own IDs).
+func New(ctx context.Context, cfg Config) (*Adapter, error) {
+	if cfg.BotToken == "" {
+		return nil, errors.New("slack: SLACK_BOT_TOKEN is not set")
+	}
+	if cfg.AppToken == "" && cfg.SigningSecret == "" {
+		return nil, errors.New("slack: set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP events)")
+	}
+	if cfg.MaxFileBytes <= 0 {
+		cfg.MaxFileBytes = 20 << 20
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 60 * time.Second}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := []slack.Option{slack.OptionHTTPClient(cfg.HTTPClient)}
+	if cfg.APIURL != "" {
+		opts = append(opts, slack.OptionAPIURL(cfg.APIURL))
+	}
+	if cfg.AppToken != "" {
+		opts = append(opts, slack.OptionAppLevelToken(cfg.AppToken))
+	}
+	api := slack.New(cfg.BotToken, opts...)
+	auth, err := api.AuthTestContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("slack auth.test: %w (check SLACK_BOT_TOKEN and SLACK_API_URL)", err)
+	}
+	me := identity{TeamID: auth.TeamID, BotUserID: auth.UserID, BotID: auth.BotID}
+	log.Info("slack connected", "team", auth.Team, "bot_user", auth.UserID)
+	return &Adapter{
+		cfg: cfg, api: api, log: log, http: cfg.HTTPClient,
+		norm:   normalizer{me: me, allowBots: cfg.AllowBots},
+		limits: newLimiter(),
+		lookup: make(chan string, 64),
+	}, nil
+}
+
+// BotUserID is the bot's user ID (U…), as people mention it.
+func (a *Adapter) BotUserID() string { return a.norm.me.BotUserID }
+
+// TeamID is the workspace's ID.
+func (a *Adapter) TeamID() string { return a.norm.me.TeamID }
+
+// Name is the platform of the sessions this adapter serves.
+func (a *Adapter) Name() string { return Platform }
+
+// Routes adds the HTTP Events API endpoints when a signing secret is set.
+func (a *Adapter) Routes(mux *http.ServeMux, d agent.Submitter) {
+	if a.cfg.SigningSecret == "" {
+		return
+	}
+	mux.Handle("POST /slack/events", a.verified(a.eventsHandler(d)))
+	mux.Handle("POST /slack/commands", a.verified(a.commandsHandler(d)))
+	mux.Handle("POST /slack/interactivity", a.verified(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK) // buttons arrive with tool approvals
+	})))
+}
+
+// Run receives Socket Mode events until ctx ends, when an app token is
+// set; with HTTP events only, it just waits.
+func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() { a.resolveNames(ctx) })
+	if a.cfg.AppToken == "" {
+		<-ctx.Done()
+		return nil
+	}
+	sm := socketmode.New(a.api, socketmode.OptionLog(slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)))
+	runErr := make(chan error, 1)
+	// The client reconnects on its own; it returns on ctx or a fatal error
+	// (bad app token).
+	wg.Go(func() { runErr <- sm.RunContext(ctx) })
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-runErr:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("slack socket mode: %w", err)
+		case evt := <-sm.Events:
+			a.onSocketEvent(ctx, sm, d, evt)
+		}
+	}
+}
+
+// onSocketEvent handles one Socket Mode event. Events are acked only after
+// Submit returned, so a message Slack got no ack for is sent again; agent
+// work never runs here (Submit only records the message), so the ack and
+// the socket's pings are never held up by a turn.
+func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, d agent.Submitter, evt socketmode.Event) {
+	switch evt.Type {
+	case socketmode.EventTypeEventsAPI:
+		api, ok := evt.Data.(slackevents.EventsAPIEvent)
+		if !ok || evt.Request == nil {
+			return
+		}
+		if err := a.submitEvent(ctx, d, api); err != nil {
+			a.log.Error("slack event not recorded; Slack will send it again", "err", err)
+			return
+		}
+		a.ack(sm, evt.Request, nil)
+	case socketmode.EventTypeSlashCommand:
+		cmd, ok := evt.Data.(slack.SlashCommand)
+		if !ok || evt.Request == nil {
+			return
+		}
+		reply, err := a.submitCommand(ctx, d, cmd)
+		if err != nil {
+			a.log.Error("slash command not recorded", "err", err)
+			return
+		}
+		a.ack(sm, evt.Request, reply)
+	case socketmode.EventTypeInteractive:
+		if evt.Request != nil {
+			a.ack(sm, evt.Request, nil)
+		}
+	case socketmode.EventTypeConnecting:
+		a.log.Debug("slack socket mode connecting")
+	case socketmode.EventTypeConnected:
+		a.log.Info("slack socket mode connected")
+	case socketmode.EventTypeConnectionError, socketmode.EventTypeIncomingError:
+		a.log.Warn("slack socket mode error; reconnecting", "err", fmt.Sprint(evt.Data))
+	case socketmode.EventTypeInvalidAuth:
+		a.log.Error("slack socket mode: invalid app token (SLACK_APP_TOKEN)")
+	}
+}
+
+func (a *Adapter) ack(sm *socketmode.Client, req *socketmode.Request, payload any) {
+	var err error
+	if payload != nil {
+		err = sm.Ack(*req, payload)
+	} else {
+		err = sm.Ack(*req)
+	}
+	if err != nil {
+		a.log.Warn("slack ack failed; Slack will send the event again", "err", err)
+	}
+}
+
+// submitEvent hands one Events API event to the dispatcher, if it is a
+// message for the bot.
+func (a *Adapter) submitEvent(ctx context.Context, d agent.Submitter, ev slackevents.EventsAPIEvent) error {
+	if ev.Type != slackevents.CallbackEvent {
+		return nil
+	}
+	in, ok := a.norm.inbound(ev.TeamID, ev.InnerEvent.Data)
+	if !ok {
+		return nil
+	}
+	in.User.Name = a.userName(in.User.ID)
+	return d.Submit(ctx, in)
+}
+
+// submitCommand turns /firstmate <command> into the chat command; the
+// reply is ephemeral (see Thread). Unknown text gets help at once.
+func (a *Adapter) submitCommand(ctx context.Context, d agent.Submitter, cmd slack.SlashCommand) (any, error) {
+	word := strings.ToLower(strings.TrimSpace(cmd.Text))
+	switch word {
+	case "help", "reset", "stop", "status":
+	default:
+		return map[string]string{"response_type": "ephemeral",
+			"text": "Usage: " + cmd.Command + " help | status | stop | reset. To ask me something, mention me in a channel or send me a direct message."}, nil
+	}
+	in := agent.Inbound{
+		Key:       agent.SessionKey{Platform: Platform, Team: orDefault(cmd.TeamID, a.norm.me.TeamID), Chat: cmd.ChannelID},
+		MessageID: "slash:" + cmd.TriggerID,
+		User:      agent.User{ID: cmd.UserID, Name: cmd.UserName},
+		Text:      word,
+		Addressed: true,
+		Time:      time.Now(),
+		ReplyTo:   ephemeralPrefix + cmd.UserID,
+	}
+	return nil, d.Submit(ctx, in)
+}
+
+// maxBody caps an HTTP event body; Slack's are a few KiB.
+const maxBody = 1 << 20
+
+// verified checks Slack's v0 request signature (HMAC-SHA256 of
+// "v0:timestamp:body", compared in constant time, timestamp within five
+// minutes) before the handler sees the request.
+func (a *Adapter) verified(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		if err != nil || len(body) > maxBody {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		sv, err := slack.NewSecretsVerifier(r.Header, a.cfg.SigningSecret)
+		if err == nil {
+			sv.Write(body)
+			err = sv.Ensure()
+		}
+		if err != nil {
+			a.log.Warn("slack request with a bad or stale signature refused", "path", r.URL.Path, "err", err)
+			http.Error(w, "invalid signature", http.StatusUnauthorized)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *Adapter) eventsHandler(d agent.Submitter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ev, err := slackevents.ParseEvent(body, slackevents.OptionNoVerifyToken())
+		if err != nil {
+			http.Error(w, "bad event", http.StatusBadRequest)
+			return
+		}
+		if ev.Type == slackevents.URLVerification {
+			var v slackevents.ChallengeResponse
+			if err := json.Unmarshal(body, &v); err != nil {
+				http.Error(w, "bad challenge", http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, v.Challenge)
+			return
+		}
+		// 200 only once the message is recorded: an error makes Slack retry.
+		if err := a.submitEvent(r.Context(), d, ev); err != nil {
+			a.log.Error("slack event not recorded; Slack will retry", "err", err)
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+}
+
+func (a *Adapter) commandsHandler(d agent.Submitter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cmd, err := slack.SlashCommandParse(r)
+		if err != nil {
+			http.Error(w, "bad command", http.StatusBadRequest)
+			return
+		}
+		reply, err := a.submitCommand(r.Context(), d, cmd)
+		if err != nil {
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		if reply == nil {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(reply)
+	})
+}
+
+// userName returns a user's display name for attribution, from a cache
+// filled in the background: Submit must not wait for users.info. Until the
+// name is known the user ID stands in.
+func (a *Adapter) userName(id string) string {
+	if v, ok := a.users.Load(id); ok {
+		return v.(string)
+	}
+	select {
+	case a.lookup <- id:
+	default: // the resolver is busy; a later message asks again
+	}
+	return id
+}
+
+// resolveNames fills the name cache until ctx ends.
+func (a *Adapter) resolveNames(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-a.lookup:
+			if _, ok := a.users.Load(id); ok {
+				continue
+			}
+			u, err := a.api.GetUserInfoContext(ctx, id)
+			if err != nil {
+				a.log.Debug("slack users.info", "user", id, "err", err)
+				continue
+			}
+			name := u.Profile.DisplayName
+			if name == "" {
+				name = u.RealName
+			}
+			if name == "" {
+				name = u.Name
+			}
+			a.users.Store(id, name)
+		}
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
