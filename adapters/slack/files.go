@@ -118,6 +118,9 @@ const maxEarlier = 50
 // EarlierMessages implements agent.ThreadReader: the thread's messages
 // before the one that mentioned the bot, oldest first, as "[user] text".
 func (a *Adapter) EarlierMessages(ctx context.Context, key agent.SessionKey, trigger agent.Inbound) (string, error) {
+	if trigger.MessageID == key.Thread || key.Thread == "" {
+		return "", nil // the message starts the thread: nothing came before
+	}
 	msgs, _, _, err := a.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
 		ChannelID: key.Chat, Timestamp: key.Thread, Limit: maxEarlier + 1,
 	})

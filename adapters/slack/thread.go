@@ -176,7 +176,7 @@ func (t *thread) postMarkdown(ctx context.Context, md string) error {
 	}
 	md = SafeMarkdown(md, t.allowed)
 	var firstErr error
-	for _, part := range splitMarkdown(md, markdownLimit) {
+	for _, part := range adapters.Split(md, markdownLimit, adapters.Runes) {
 		fallback := truncateRunes(RenderMrkdwn(part), fallbackLimit)
 		_, err := t.post(ctx,
 			slack.MsgOptionBlocks(slack.NewMarkdownBlock("", part)),

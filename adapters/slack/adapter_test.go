@@ -1,0 +1,316 @@
+package slack
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/firstmate/firstmate/adapters"
+	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/internal/fakeslack"
+	"github.com/firstmate/firstmate/tools"
+)
+
+func newAdapter(t *testing.T, srv *fakeslack.Server, mode adapters.Mode) *Adapter {
+	t.Helper()
+	a, err := New(t.Context(), Config{BotToken: srv.BotToken(), AppToken: srv.AppToken(), APIURL: srv.APIURL(), Progress: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// submitter records what the adapter submits.
+type submitter struct {
+	mu  sync.Mutex
+	got []agent.Inbound
+	err error
+}
+
+func (s *submitter) Submit(_ context.Context, in agent.Inbound) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.got = append(s.got, in)
+	return nil
+}
+
+func (s *submitter) all() []agent.Inbound {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]agent.Inbound(nil), s.got...)
+}
+
+func runAdapter(t *testing.T, a *Adapter, d agent.Submitter) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, d) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+func TestNewChecksTokens(t *testing.T) {
+	srv := fakeslack.New(t)
+	if _, err := New(t.Context(), Config{AppToken: "xapp-1"}); err == nil || !strings.Contains(err.Error(), "SLACK_BOT_TOKEN") {
+		t.Errorf("no bot token: %v", err)
+	}
+	if _, err := New(t.Context(), Config{BotToken: "xoxb-1"}); err == nil || !strings.Contains(err.Error(), "SLACK_APP_TOKEN") {
+		t.Errorf("neither app token nor signing secret: %v", err)
+	}
+	_, err := New(t.Context(), Config{BotToken: "xoxb-wrong", AppToken: srv.AppToken(), APIURL: srv.APIURL()})
+	if err == nil || !strings.Contains(err.Error(), "invalid_auth") || strings.Contains(err.Error(), "xoxb-wrong") {
+		t.Errorf("bad bot token: %v", err)
+	}
+}
+
+func TestSocketModeAcksAfterSubmit(t *testing.T) {
+	srv := fakeslack.New(t, fakeslack.WithAckTimeout(300*time.Millisecond), fakeslack.WithMaxRetries(5))
+	a := newAdapter(t, srv, adapters.ModeFull)
+	d := &submitter{err: context.DeadlineExceeded}
+	runAdapter(t, a, d)
+	ev := srv.Mention(fakeslack.General, fakeslack.Alice, "hello")
+	id := srv.SendEvent(ev)
+	if _, ok := srv.WaitAck(id, 500*time.Millisecond); ok {
+		t.Fatal("an event that was not recorded was acked")
+	}
+	// The store is back: the re-sent envelope is recorded and acked.
+	d.mu.Lock()
+	d.err = nil
+	d.mu.Unlock()
+	if !srv.WaitFor(5*time.Second, func() bool { return len(d.all()) == 1 }) {
+		t.Fatalf("the re-sent event was not submitted; envelopes %+v", srv.Envelopes())
+	}
+	in := d.all()[0]
+	if in.Text != "hello" || in.Key.Thread != ev.TS() || !in.Addressed {
+		t.Fatalf("submitted %+v", in)
+	}
+}
+
+func TestSlashCommandsAreEphemeral(t *testing.T) {
+	srv := fakeslack.New(t)
+	a := newAdapter(t, srv, adapters.ModeFull)
+	d := &submitter{}
+	runAdapter(t, a, d)
+	id := srv.SendSlashCommand(srv.SlashCommand(fakeslack.General, fakeslack.Alice, "/firstmate", "status"))
+	if _, ok := srv.WaitAck(id, 5*time.Second); !ok {
+		t.Fatal("slash command not acked")
+	}
+	got := d.all()
+	if len(got) != 1 || got[0].Text != "status" || !strings.HasPrefix(got[0].ReplyTo, ephemeralPrefix) {
+		t.Fatalf("submitted %+v", got)
+	}
+	// The dispatcher's reply goes only to the person who asked.
+	th := a.Thread(got[0].Key, got[0])
+	if err := th.Emit(t.Context(), agent.Notice{Text: "Idle."}); err != nil {
+		t.Fatal(err)
+	}
+	eph := srv.Ephemerals()
+	if len(eph) != 1 || eph[0].User != fakeslack.Alice || eph[0].Text != "Idle." {
+		t.Fatalf("ephemerals %+v", eph)
+	}
+	if n := len(srv.Messages(fakeslack.General)); n != 0 {
+		t.Fatalf("%d messages posted in the channel for a slash command", n)
+	}
+	// Unknown text gets usage at once, in the ack.
+	id = srv.SendSlashCommand(srv.SlashCommand(fakeslack.General, fakeslack.Alice, "/firstmate", "dance"))
+	ack, ok := srv.WaitAck(id, 5*time.Second)
+	if !ok || !strings.Contains(string(ack.Payload), "Usage") {
+		t.Fatalf("ack %+v", ack)
+	}
+}
+
+func TestDownloadAndUpload(t *testing.T) {
+	srv := fakeslack.New(t)
+	a := newAdapter(t, srv, adapters.ModeFull)
+	a.cfg.MaxFileBytes = 100
+	ws, err := tools.OpenWorkspace(t.TempDir(), "slack:T:C:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	f := srv.AddFile("../../etc/report.csv", "text/csv", []byte("a,b\n1,2\n"))
+	in := agent.File{ID: f.ID, Name: f.Name, URL: f.URL, MIME: f.Mimetype, Size: int64(len(f.Content))}
+	p, err := a.Download(t.Context(), in, ws)
+	if err != nil || p != "uploads/report.csv" {
+		t.Fatalf("Download = %q, %v", p, err)
+	}
+	p2, err := a.Download(t.Context(), in, ws)
+	if err != nil || p2 == p {
+		t.Fatalf("second download of the same name = %q, %v", p2, err)
+	}
+	data, _ := os.ReadFile(filepath.Join(ws.Dir(), p))
+	if string(data) != "a,b\n1,2\n" {
+		t.Fatalf("saved %q", data)
+	}
+	big := agent.File{Name: "big.bin", URL: f.URL, Size: 30 << 20}
+	if _, err := a.Download(t.Context(), big, ws); err == nil || !strings.Contains(err.Error(), "over the") {
+		t.Fatalf("30 MB file: %v", err)
+	}
+	// A server that lies about the size is cut at the limit.
+	liar := srv.AddFile("liar.bin", "application/octet-stream", make([]byte, 500))
+	if _, err := a.Download(t.Context(), agent.File{Name: "liar.bin", URL: liar.URL, Size: 10}, ws); err == nil {
+		t.Fatal("a file larger than announced was saved whole")
+	}
+
+	// Upload: an answer's attachment goes to the thread.
+	key := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General, Thread: "1700.1"}
+	th := a.Thread(key, agent.Inbound{ReplyTo: "1700.1"})
+	att := agent.Attachment{Path: p, Open: func() (io.ReadCloser, int64, error) {
+		f, fi, err := ws.OpenRead(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		return f, fi.Size(), nil
+	}}
+	if err := th.Emit(t.Context(), agent.Answer{Text: "here", Files: []agent.Attachment{att}}); err != nil {
+		t.Fatal(err)
+	}
+	files := srv.Files()
+	var shared *fakeslack.File
+	for i := range files {
+		if files[i].Channel == fakeslack.General {
+			shared = &files[i]
+		}
+	}
+	if shared == nil || shared.ThreadTS != "1700.1" || string(shared.Content) != "a,b\n1,2\n" || shared.Name != "report.csv" {
+		t.Fatalf("uploaded files %+v", files)
+	}
+}
+
+func TestEarlierMessages(t *testing.T) {
+	srv := fakeslack.New(t)
+	a := newAdapter(t, srv, adapters.ModeFull)
+	root := srv.AddMessage(fakeslack.Message{Channel: fakeslack.General, User: fakeslack.Bob, Text: "the deploy failed"})
+	srv.AddMessage(fakeslack.Message{Channel: fakeslack.General, ThreadTS: root.TS, User: fakeslack.Alice, Text: "at step 3 again"})
+	key := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General, Thread: root.TS}
+	trigger := srv.Mention(fakeslack.General, fakeslack.Alice, "why?").InThread(root.TS)
+	srv.SendEvent(trigger) // stores it in the thread
+	got, err := a.EarlierMessages(t.Context(), key, agent.Inbound{MessageID: trigger.TS()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[" + fakeslack.Bob + "] the deploy failed\n[" + fakeslack.Alice + "] at step 3 again\n"
+	if got != want {
+		t.Fatalf("EarlierMessages = %q, want %q", got, want)
+	}
+	// A message that starts its thread has nothing before it, and costs no call.
+	before := srv.Count("conversations.replies")
+	if got, _ := a.EarlierMessages(t.Context(), key, agent.Inbound{MessageID: root.TS}); got != "" || srv.Count("conversations.replies") != before {
+		t.Fatalf("a thread root read %q", got)
+	}
+}
+
+func TestThreadRetriesRateLimits(t *testing.T) {
+	srv := fakeslack.New(t)
+	a := newAdapter(t, srv, adapters.ModeOff)
+	srv.RateLimitNext("chat.postMessage", 2, 0)
+	key := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General}
+	th := a.Thread(key, agent.Inbound{})
+	if err := th.Emit(t.Context(), agent.Answer{Text: "after two 429s"}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := srv.Messages(fakeslack.General)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "after two 429s") || srv.Count("chat.postMessage") != 3 {
+		t.Fatalf("messages %+v, %d calls", msgs, srv.Count("chat.postMessage"))
+	}
+}
+
+func TestLongAnswerIsSplit(t *testing.T) {
+	srv := fakeslack.New(t)
+	a := newAdapter(t, srv, adapters.ModeOff)
+	key := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General, Thread: "1700.1"}
+	th := a.Thread(key, agent.Inbound{})
+	long := "```go\n" + strings.Repeat("fmt.Println(\"all work and no play\")\n", 800) + "```\n\n" + strings.Repeat("Words and more words. ", 400)
+	if err := th.Emit(t.Context(), agent.Answer{Text: long}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := srv.Thread(fakeslack.General, "1700.1")
+	if len(msgs) < 3 {
+		t.Fatalf("a %d-character answer came as %d messages", len(long), len(msgs))
+	}
+	for _, m := range msgs {
+		if strings.Count(string(m.Blocks), "```")%2 != 0 {
+			t.Errorf("a part leaves a code fence open: %.200s…", m.Blocks)
+		}
+	}
+}
+
+func TestManifestMatchesAdapter(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/slack-app-manifest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		OAuth struct {
+			Scopes struct {
+				Bot []string `yaml:"bot"`
+			} `yaml:"scopes"`
+		} `yaml:"oauth_config"`
+		Settings struct {
+			Events struct {
+				Bot []string `yaml:"bot_events"`
+			} `yaml:"event_subscriptions"`
+			SocketMode bool `yaml:"socket_mode_enabled"`
+		} `yaml:"settings"`
+		Features struct {
+			Commands []struct {
+				Command string `yaml:"command"`
+			} `yaml:"slash_commands"`
+		} `yaml:"features"`
+	}
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	has := func(list []string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			found := false
+			for _, x := range list {
+				found = found || x == w
+			}
+			if !found {
+				t.Errorf("manifest lacks %q", w)
+			}
+		}
+	}
+	has(m.OAuth.Scopes.Bot, "app_mentions:read", "channels:history", "im:history", "chat:write", "reactions:write", "files:read", "files:write", "users:read", "commands")
+	has(m.Settings.Events.Bot, "app_mention", "message.im", "message.channels", "message.groups")
+	if !m.Settings.SocketMode || len(m.Features.Commands) != 1 || m.Features.Commands[0].Command != "/firstmate" {
+		t.Errorf("manifest settings %+v commands %+v", m.Settings, m.Features.Commands)
+	}
+}
+
+func TestSafeFileName(t *testing.T) {
+	for in, want := range map[string]string{
+		"report.csv":       "report.csv",
+		"../../etc/passwd": "passwd",
+		"..":               "file",
+		".bashrc":          "bashrc",
+		"a\x00b\nc.txt":    "a_b_c.txt",
+		`C:\Users\x.doc`:   "x.doc",
+		"":                 "file",
+	} {
+		if got := safeFileName(in); got != want {
+			t.Errorf("safeFileName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	long := strings.Repeat("é", 100) + ".pdf"
+	if got := safeFileName(long); len(got) > 120 || !strings.HasSuffix(got, ".pdf") || !utf8Valid(got) {
+		t.Errorf("safeFileName(long) = %q (%d bytes)", got, len(got))
+	}
+}
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "") == s }
