@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/firstmate/firstmate/adapters/slack"
 	"github.com/firstmate/firstmate/internal/config"
 	"github.com/firstmate/firstmate/store/local"
 )
@@ -73,7 +74,7 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) (bo
 	doctorDataDir(r, cfg)
 	doctorStore(ctx, r, cfg)
 	doctorLLM(ctx, r, cfg)
-	doctorPlatforms(r, cfg)
+	doctorPlatforms(ctx, r, cfg)
 	if r.failed {
 		fmt.Fprintln(stdout, "\nSomething needs fixing; see the FAIL lines above.")
 	} else {
@@ -146,10 +147,32 @@ func doctorLLM(ctx context.Context, r *report, cfg *config.Config) {
 	r.ok("llm", fmt.Sprintf("%s answers; model %s", cfg.LLM.BaseURL, cfg.LLM.Model))
 }
 
-func doctorPlatforms(r *report, cfg *config.Config) {
+// doctorSlack checks the bot token with auth.test.
+func doctorSlack(ctx context.Context, r *report, cfg *config.Config) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	sl, err := slack.New(ctx, slack.Config{BotToken: cfg.Slack.BotToken.Reveal(), AppToken: cfg.Slack.AppToken.Reveal(),
+		SigningSecret: cfg.Slack.SigningSecret.Reveal(), APIURL: cfg.Slack.APIURL})
+	if err != nil {
+		r.fail("slack", err.Error())
+		return
+	}
+	how := "Socket Mode"
+	if cfg.Slack.AppToken == "" {
+		how = "HTTP events at " + cfg.HTTP.Addr + "/slack/events"
+	}
+	r.ok("slack", fmt.Sprintf("bot %s in team %s; %s", sl.BotUserID(), sl.TeamID(), how))
+}
+
+func doctorPlatforms(ctx context.Context, r *report, cfg *config.Config) {
 	if !cfg.Slack.Enabled() && !cfg.Telegram.Enabled() {
 		r.warn("platforms", "no Slack or Telegram token set; `firstmate chat` works, `firstmate serve` has nothing to serve")
 		return
 	}
-	r.warn("platforms", errPlatformPending.Error())
+	if cfg.Telegram.Enabled() {
+		r.fail("telegram", errTelegramPending.Error())
+	}
+	if cfg.Slack.Enabled() {
+		doctorSlack(ctx, r, cfg)
+	}
 }

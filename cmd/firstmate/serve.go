@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/firstmate/firstmate/adapters"
+	"github.com/firstmate/firstmate/adapters/slack"
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/internal/config"
 )
@@ -24,9 +26,9 @@ var errNothingToServe = errors.New(`nothing to serve: no platform is configured.
   Telegram: set TELEGRAM_BOT_TOKEN
   Or talk to firstmate in this terminal: firstmate chat`)
 
-// errPlatformPending is returned while the configured platform's adapter
-// is not part of this build.
-var errPlatformPending = errors.New("the Slack and Telegram adapters are not part of this version yet; use `firstmate chat` for now")
+// errTelegramPending is returned while the Telegram adapter is not part of
+// this build.
+var errTelegramPending = errors.New("the Telegram adapter is not part of this version yet; unset TELEGRAM_BOT_TOKEN, or use Slack or `firstmate chat`")
 
 // adapter is a platform connection that serve runs: it receives events,
 // submits them to the dispatcher and renders the dispatcher's threads.
@@ -40,11 +42,34 @@ type adapter interface {
 }
 
 // adaptersFor builds the adapters the configuration asks for.
-func adaptersFor(cfg *config.Config) ([]adapter, error) {
+func adaptersFor(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]adapter, error) {
 	if !cfg.Slack.Enabled() && !cfg.Telegram.Enabled() {
 		return nil, errNothingToServe
 	}
-	return nil, errPlatformPending
+	if cfg.Telegram.Enabled() {
+		return nil, errTelegramPending
+	}
+	var out []adapter
+	if cfg.Slack.Enabled() {
+		mode, err := adapters.ParseMode(cfg.Agent.Progress)
+		if err != nil {
+			return nil, err
+		}
+		sl, err := slack.New(ctx, slack.Config{
+			BotToken:      cfg.Slack.BotToken.Reveal(),
+			AppToken:      cfg.Slack.AppToken.Reveal(),
+			SigningSecret: cfg.Slack.SigningSecret.Reveal(),
+			APIURL:        cfg.Slack.APIURL,
+			Progress:      mode,
+			AllowBots:     cfg.Slack.AllowBots,
+			Logger:        log.With("platform", "slack"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sl)
+	}
+	return out, nil
 }
 
 func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
@@ -56,9 +81,8 @@ func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	adapters, err := adaptersFor(cfg)
-	if err != nil {
-		return err
+	if !cfg.Slack.Enabled() && !cfg.Telegram.Enabled() {
+		return errNothingToServe
 	}
 	log := newLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -68,6 +92,10 @@ func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	defer a.store.Close()
+	adapters, err := adaptersFor(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
 		return fmt.Errorf("http listener: %w (set FIRSTMATE_HTTP_ADDR to a free address)", err)

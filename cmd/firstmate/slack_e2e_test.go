@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/fakeslack"
+)
+
+// server is the real firstmate binary running `serve` in the background.
+type server struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	done   chan error
+}
+
+func (s *server) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stderr.Write(p)
+}
+
+func (s *server) logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stderr.String()
+}
+
+// startServe runs `firstmate serve` until the test ends (SIGTERM, then a
+// wait: a clean shutdown is part of what is tested).
+func startServe(t *testing.T, env []string) *server {
+	t.Helper()
+	s := &server{done: make(chan error, 1)}
+	s.cmd = exec.Command(binary, "serve")
+	s.cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
+	s.cmd.Stdout, s.cmd.Stderr = s, s
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- s.cmd.Wait() }()
+	t.Cleanup(func() {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-s.done:
+			if err != nil {
+				t.Errorf("serve did not exit cleanly: %v\n%s", err, s.logs())
+			}
+		case <-time.After(30 * time.Second):
+			s.cmd.Process.Kill()
+			t.Errorf("serve did not stop within 30s of SIGTERM\n%s", s.logs())
+		}
+		if t.Failed() {
+			t.Logf("serve logs:\n%s", s.logs())
+		}
+	})
+	return s
+}
+
+// slackAgentModel calls ls once, then answers with Markdown that tries to
+// ping the whole channel.
+func slackAgentModel(req *fakellm.Request) fakellm.Reply {
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == "tool" {
+		return fakellm.Text("**Done.** The workspace is listed. <!channel> @here <!everyone> <@U0BOB> see `code`")
+	}
+	return fakellm.Calls(fakellm.Call("ls", `{"path":"."}`))
+}
+
+type slackEnv struct {
+	slack *fakeslack.Server
+	llm   *fakellm.Server
+	srv   *server
+	http  string // the HTTP listener's address
+}
+
+func startSlack(t *testing.T, model func(*fakellm.Request) fakellm.Reply, extra ...string) *slackEnv {
+	t.Helper()
+	sl := fakeslack.New(t, fakeslack.WithPingInterval(200*time.Millisecond), fakeslack.WithAckTimeout(2*time.Second))
+	llm := fakellm.New(t, fakellm.WithHandler(model))
+	addr := deadAddr(t)
+	env := append([]string{
+		"OPENAI_BASE_URL=" + llm.URL(), "FIRSTMATE_MODEL=fake-model", "FIRSTMATE_DATA_DIR=" + t.TempDir(),
+		"SLACK_BOT_TOKEN=" + sl.BotToken(), "SLACK_APP_TOKEN=" + sl.AppToken(), "SLACK_API_URL=" + sl.APIURL(),
+		"FIRSTMATE_HTTP_ADDR=" + addr, "FIRSTMATE_LOG_LEVEL=debug",
+	}, extra...)
+	if url := os.Getenv("REDIS_URL"); url != "" || redisAnswers() {
+		if url == "" {
+			url = "redis://127.0.0.1:6379/0"
+		}
+		env = append(env, "REDIS_URL="+url, "FIRSTMATE_REDIS_PREFIX="+redisPrefix(t, url))
+	}
+	e := &slackEnv{slack: sl, llm: llm, srv: startServe(t, env), http: addr}
+	if !sl.WaitConnections(1, 20*time.Second) {
+		t.Fatalf("firstmate did not open a Socket Mode connection\n%s", e.srv.logs())
+	}
+	return e
+}
+
+// redisAnswers reports whether the local Redis is up; the Slack tests use it
+// when it is (CI always has one), else the embedded store.
+func redisAnswers() bool {
+	c, err := (&net.Dialer{Timeout: 200 * time.Millisecond}).Dial("tcp", "127.0.0.1:6379")
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// answers returns the bot's messages in a thread other than the progress
+// message (the first reply, which ends as a one-line summary).
+func botReplies(thread []fakeslack.Message) []fakeslack.Message {
+	var out []fakeslack.Message
+	for _, m := range thread {
+		if m.BotID != "" && !m.Deleted {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// waitReplies waits until the turn answering the message at ts has ended
+// (its ✅ or ❌) and the thread has n bot replies, and returns them.
+func (e *slackEnv) waitReplies(t *testing.T, channel, ts string, n int) []fakeslack.Message {
+	t.Helper()
+	var got []fakeslack.Message
+	ok := e.slack.WaitFor(20*time.Second, func() bool {
+		done := false
+		for _, r := range e.slack.Reactions(channel, ts) {
+			done = done || r == "white_check_mark" || r == "x"
+		}
+		got = botReplies(e.slack.Thread(channel, ts))
+		return done && len(got) >= n
+	})
+	if !ok {
+		t.Fatalf("thread %s/%s has %d bot replies, want %d: %+v\n%s", channel, ts, len(got), n, e.slack.Thread(channel, ts), e.srv.logs())
+	}
+	return got
+}
+
+func TestSlackMentionProgressAndAnswer(t *testing.T) {
+	e := startSlack(t, slackAgentModel)
+	ev := e.slack.Mention(fakeslack.General, fakeslack.Alice, "<@"+e.slack.BotUserID()+"> what is in the workspace?")
+	id := e.slack.SendEvent(ev)
+	if _, ok := e.slack.WaitAck(id, 5*time.Second); !ok {
+		t.Fatal("the envelope was not acked")
+	}
+	replies := e.waitReplies(t, fakeslack.General, ev.TS(), 2)
+	progress, answer := replies[0], replies[1]
+	if !strings.Contains(progress.Text, "1 tool") {
+		t.Errorf("progress message = %q, want the one-line summary", progress.Text)
+	}
+	var blocks []map[string]any
+	json.Unmarshal(answer.Blocks, &blocks)
+	if len(blocks) != 1 || blocks[0]["type"] != "markdown" || !strings.Contains(blocks[0]["text"].(string), "**Done.**") {
+		t.Errorf("answer blocks = %s", answer.Blocks)
+	}
+	for _, ping := range []string{"<!channel>", "<!everyone>", "<!here>", "<@U0BOB>"} {
+		if strings.Contains(answer.Text, ping) || strings.Contains(string(answer.Blocks), ping) {
+			t.Errorf("the answer can ping: %q in %q / %s", ping, answer.Text, answer.Blocks)
+		}
+	}
+	e.slack.WaitFor(5*time.Second, func() bool { return len(e.slack.Reactions(fakeslack.General, ev.TS())) > 0 })
+	if r := e.slack.Reactions(fakeslack.General, ev.TS()); len(r) != 1 || r[0] != "white_check_mark" {
+		t.Errorf("reactions on the question = %v", r)
+	}
+	// The budget: at most 5 Web API calls for a turn with one tool call.
+	calls := 0
+	for _, m := range []string{"chat.postMessage", "chat.update", "chat.delete", "reactions.add", "reactions.remove", "assistant.threads.setStatus", "conversations.replies", "users.info"} {
+		calls += e.slack.Count(m)
+	}
+	if calls > 5 { // users.info included: it runs once per new user
+		t.Errorf("%d Web API calls for one turn, budget 5", calls)
+	}
+	t.Logf("Web API calls for a one-tool turn: %d (%d postMessage, %d update, %d reactions.add, %d users.info, %d conversations.replies)", calls,
+		e.slack.Count("chat.postMessage"), e.slack.Count("chat.update"), e.slack.Count("reactions.add"), e.slack.Count("users.info"), e.slack.Count("conversations.replies"))
+
+	// A follow-up in the thread without a mention continues the session.
+	follow := e.slack.UserMessage(fakeslack.General, fakeslack.Alice, "and now?").InThread(ev.TS())
+	e.slack.SendEvent(follow)
+	e.waitReplies(t, fakeslack.General, ev.TS(), 4)
+	reqs := e.llm.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if len(last) < 6 {
+		t.Errorf("the follow-up's model call saw %d messages; the session's history is missing", len(last))
+	}
+}
+
+func TestSlackDirectMessageAndDuplicates(t *testing.T) {
+	e := startSlack(t, func(*fakellm.Request) fakellm.Reply { return fakellm.Text("hello from the bot") })
+	dm := e.slack.DirectMessage(fakeslack.Bob, "hi")
+	e.slack.SendEvent(dm)
+	e.slack.SendEvent(dm) // a replay with the same event_id
+	mention := e.slack.Mention(fakeslack.General, fakeslack.Alice, "<@"+e.slack.BotUserID()+"> ping")
+	e.slack.SendEvent(mention)
+	e.slack.SendEvent(mention.AsMessage()) // the same message as a message event
+	e.slack.SendEvent(mention)             // and a retry
+	e.slack.SendEvent(e.slack.BotMessage(fakeslack.General, fakeslack.Bob, "<@"+e.slack.BotUserID()+"> from a bot"))
+	e.slack.SendEvent(e.slack.MessageChanged(fakeslack.General, mention.TS(), "<@"+e.slack.BotUserID()+"> edited"))
+
+	e.waitReplies(t, fakeslack.General, mention.TS(), 1)
+	var dmReplies []fakeslack.Message
+	e.slack.WaitFor(20*time.Second, func() bool {
+		dmReplies = nil
+		for _, m := range e.slack.Messages(dm.Channel()) {
+			if m.BotID != "" && !m.Deleted {
+				dmReplies = append(dmReplies, m)
+			}
+		}
+		return len(e.slack.Reactions(dm.Channel(), dm.TS())) > 0
+	})
+	time.Sleep(500 * time.Millisecond) // room for a wrong second answer to show up
+	if n := len(e.llm.Requests()); n != 2 {
+		t.Errorf("%d model calls, want 2 (one DM, one mention)", n)
+	}
+	if got := len(botReplies(e.slack.Thread(fakeslack.General, mention.TS()))); got != 1 {
+		t.Errorf("%d bot replies to the mention, want 1", got)
+	}
+	if len(dmReplies) != 1 || dmReplies[0].ThreadTS != "" {
+		t.Errorf("DM replies = %+v, want one, not in a thread", dmReplies)
+	}
+}
+
+func TestSlackRateLimitStormAndReconnect(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	e := startSlack(t, func(req *fakellm.Request) fakellm.Reply {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == "tool" {
+			<-release // the socket drops while the turn runs
+			return fakellm.Text("answer after the storm")
+		}
+		return fakellm.Calls(fakellm.Call("ls", `{}`))
+	})
+	e.slack.RateLimitFor("chat.update", 3*time.Second, time.Second)
+	e.slack.RateLimitNext("chat.postMessage", 2, time.Second)
+	ev := e.slack.Mention(fakeslack.General, fakeslack.Alice, "<@"+e.slack.BotUserID()+"> go")
+	e.slack.SendEvent(ev)
+	e.slack.WaitFor(10*time.Second, func() bool { return len(e.llm.Requests()) >= 2 })
+	e.slack.DropConnections()
+	if !e.slack.WaitConnections(2, 20*time.Second) {
+		t.Fatalf("no reconnect after the socket dropped\n%s", e.srv.logs())
+	}
+	once.Do(func() { close(release) })
+	replies := e.waitReplies(t, fakeslack.General, ev.TS(), 2)
+	if !strings.Contains(replies[len(replies)-1].Text, "answer after the storm") {
+		t.Errorf("replies %+v", replies)
+	}
+	// A message sent after the reconnect is answered too.
+	ev2 := e.slack.Mention(fakeslack.General, fakeslack.Bob, "<@"+e.slack.BotUserID()+"> again")
+	e.slack.SendEvent(ev2)
+	e.waitReplies(t, fakeslack.General, ev2.TS(), 1)
+}
+
+func TestSlackHTTPEvents(t *testing.T) {
+	const secret = "signing-secret-for-tests"
+	e := startSlack(t, func(*fakellm.Request) fakellm.Reply { return fakellm.Text("over http") }, "SLACK_SIGNING_SECRET="+secret)
+	url := "http://" + e.http + "/slack/events"
+	waitHTTP(t, "http://"+e.http+"/healthz")
+	ctx := t.Context()
+	if err := e.slack.VerifyURL(ctx, url, secret); err != nil {
+		t.Fatalf("url_verification: %v", err)
+	}
+	ev := e.slack.Mention(fakeslack.General, fakeslack.Alice, "<@"+e.slack.BotUserID()+"> via http")
+	for _, bad := range []fakeslack.DeliverOption{fakeslack.BadSignature(), fakeslack.StaleTimestamp()} {
+		d, err := e.slack.DeliverHTTP(ctx, url, ev, secret, bad)
+		if err != nil || d.Status != http.StatusUnauthorized {
+			t.Errorf("hostile delivery: %+v %v, want 401", d, err)
+		}
+	}
+	d, err := e.slack.DeliverHTTP(ctx, url, ev, secret)
+	if err != nil || d.Status != http.StatusOK {
+		t.Fatalf("delivery: %+v %v", d, err)
+	}
+	d, err = e.slack.DeliverHTTP(ctx, url, ev, secret, fakeslack.Retry(1, "http_timeout"))
+	if err != nil || d.Status != http.StatusOK {
+		t.Fatalf("retried delivery: %+v %v", d, err)
+	}
+	e.waitReplies(t, fakeslack.General, ev.TS(), 1)
+	time.Sleep(300 * time.Millisecond)
+	if n := len(e.llm.Requests()); n != 1 {
+		t.Errorf("%d model calls for one event delivered twice and two refused", n)
+	}
+}
+
+func TestSlackHugeInput(t *testing.T) {
+	var seen int
+	var mu sync.Mutex
+	e := startSlack(t, func(req *fakellm.Request) fakellm.Reply {
+		mu.Lock()
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				seen = len(m.Text())
+			}
+		}
+		mu.Unlock()
+		return fakellm.Text("read it")
+	})
+	ev := e.slack.Mention(fakeslack.General, fakeslack.Alice, "<@"+e.slack.BotUserID()+"> "+strings.Repeat("all work and no play ", 2000))
+	e.slack.SendEvent(ev)
+	e.waitReplies(t, fakeslack.General, ev.TS(), 1)
+	mu.Lock()
+	defer mu.Unlock()
+	if seen < 40000 || seen > 70000 {
+		t.Errorf("the model saw %d bytes of a 42,000-character message", seen)
+	}
+}
+
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer: %v", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
