@@ -524,6 +524,9 @@ func (r *mrkdwnRenderer) emitLink(w *mrkdwnWriter, url, label string) {
 		}
 		return
 	}
+	if i := strings.IndexByte(url, ':'); i > 0 {
+		url = strings.ToLower(url[:i]) + url[i:] // MAILTO: → mailto:
+	}
 	u := linkURL(url)
 	if label == "" || label == escapeMrkdwn(url) {
 		w.text("<" + u + ">")

@@ -86,8 +86,7 @@ func SafeMarkdown(md string, allowed map[string]bool) string {
 			if j < len(md) && md[j] == '\\' {
 				j++ // \! and \@ are ! and @ to Markdown
 			}
-			literal := n == 1 && j == i+1 && (md[j] == '!' || md[j] == '@')
-			if c, _ := bangOrAt(md, j); c != 0 && !(literal && keepSpecial(md[j:], allowed)) {
+			if c, w := bangOrAt(md, j); c != 0 && !(n == 1 && j == i+1 && w == 1 && keepSpecial(md[j:], allowed)) {
 				b.WriteString(md[i : i+n])
 				b.WriteString(zeroWidthSpace)
 				i += n
