@@ -152,7 +152,8 @@ func (t *Throttle) Flush(ctx context.Context) error {
 }
 
 // Close stops the goroutine, abandoning an edit in flight and any text not
-// sent yet (Flush first to deliver it), and waits for it to end.
+// sent yet (Flush first to deliver it), and waits for it to end. Closing
+// again does nothing.
 func (t *Throttle) Close() {
 	t.mu.Lock()
 	t.closed = true

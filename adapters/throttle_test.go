@@ -249,6 +249,7 @@ func TestThrottleFlushDeadline(t *testing.T) {
 			t.Errorf("Flush = %v", err)
 		}
 		th.Close()
+		th.Close() // twice is fine
 		if err := th.Flush(t.Context()); !errors.Is(err, ErrClosed) {
 			t.Errorf("Flush after Close = %v", err)
 		}
