@@ -244,7 +244,7 @@ func deadAddr(t *testing.T) string {
 
 // redisPrefix is a key prefix of the test's own; its keys are deleted when
 // the test ends.
-func redisPrefix(t *testing.T, url string) string {
+func redisPrefix(t testing.TB, url string) string {
 	prefix := fmt.Sprintf("fmtest-%d-%d", os.Getpid(), time.Now().UnixNano())
 	t.Cleanup(func() {
 		opt, _ := goredis.ParseURL(url)

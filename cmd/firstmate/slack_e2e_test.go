@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -333,4 +335,70 @@ func waitHTTP(t *testing.T, url string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// BenchmarkSlackAck measures envelope received → acked by the real binary
+// on Redis (when it answers): b.N direct messages over Socket Mode, each
+// recorded by Submit before its ack. It reports the fake's measured
+// latencies; the turns run behind them on an instant fake model.
+func BenchmarkSlackAck(b *testing.B) {
+	sl := fakeslack.New(b, fakeslack.WithPingInterval(time.Second))
+	llm := fakellm.New(b, fakellm.WithHandler(func(*fakellm.Request) fakellm.Reply { return fakellm.Text("ok") }))
+	env := []string{
+		"OPENAI_BASE_URL=" + llm.URL(), "FIRSTMATE_MODEL=fake-model", "FIRSTMATE_DATA_DIR=" + b.TempDir(),
+		"SLACK_BOT_TOKEN=" + sl.BotToken(), "SLACK_APP_TOKEN=" + sl.AppToken(), "SLACK_API_URL=" + sl.APIURL(),
+		"FIRSTMATE_HTTP_ADDR=127.0.0.1:0", "FIRSTMATE_LOG_LEVEL=warn",
+	}
+	if redisAnswers() {
+		env = append(env, "REDIS_URL=redis://127.0.0.1:6379/0", "FIRSTMATE_REDIS_PREFIX="+redisPrefix(b, "redis://127.0.0.1:6379/0"))
+	}
+	cmd := exec.Command(plainBinary(b), "serve")
+	cmd.Env = append([]string{"HOME=" + b.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	if !sl.WaitConnections(1, 20*time.Second) {
+		b.Fatalf("no Socket Mode connection\n%s", logs.String())
+	}
+	users := []string{fakeslack.Alice, fakeslack.Bob}
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		id := sl.SendEvent(sl.DirectMessage(users[i%2], fmt.Sprintf("message %d", i)))
+		ack, ok := sl.WaitAck(id, 10*time.Second)
+		if !ok {
+			b.Fatalf("envelope %d not acked\n%s", i, logs.String())
+		}
+		lat = append(lat, ack.Latency)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(pct(0.5), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+var plain struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// plainBinary is firstmate built without the race detector, for
+// benchmarks: the tests' binary is built with it, which slows everything.
+func plainBinary(b *testing.B) string {
+	plain.once.Do(func() {
+		plain.path = binary + "-plain"
+		out, err := exec.Command("go", "build", "-o", plain.path, ".").CombinedOutput()
+		if err != nil {
+			plain.err = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if plain.err != nil {
+		b.Fatal(plain.err)
+	}
+	return plain.path
 }
