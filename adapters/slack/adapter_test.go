@@ -314,3 +314,28 @@ func TestSafeFileName(t *testing.T) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "") == s }
+
+func TestFailedEditFallsBackToNewMessage(t *testing.T) {
+	srv := fakeslack.New(t)
+	a := newAdapter(t, srv, adapters.ModeFull)
+	key := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General, Thread: "1700.1"}
+	th := a.Thread(key, agent.Inbound{ReplyTo: "1700.1"})
+	ctx := t.Context()
+	th.Emit(ctx, agent.TurnStarted{Key: key})
+	srv.WaitFor(5*time.Second, func() bool { return srv.Count("chat.postMessage") == 1 })
+	srv.FailNext("chat.update", 1, "message_not_found")
+	th.Emit(ctx, agent.ToolStarted{CallID: "c1", Name: "ls"})
+	th.Emit(ctx, agent.ToolFinished{CallID: "c1", Name: "ls", Summary: "3 entries"})
+	if err := th.Emit(ctx, agent.Answer{Text: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	var progress []string
+	for _, m := range srv.Thread(fakeslack.General, "1700.1") {
+		if !m.Deleted && m.Blocks == nil {
+			progress = append(progress, m.Text)
+		}
+	}
+	if len(progress) != 2 || !strings.Contains(progress[1], "1 tool") {
+		t.Fatalf("progress messages %q; the edit that failed must continue in a new message", progress)
+	}
+}

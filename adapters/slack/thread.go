@@ -165,7 +165,21 @@ func (t *thread) editProgress(ctx context.Context, text string) error {
 		return err
 	}
 	_, _, _, err := t.a.api.UpdateMessageContext(ctx, t.channel, t.progressTS, slack.MsgOptionText(text, false))
-	return wrapRateLimit(err)
+	if err == nil {
+		return nil
+	}
+	if _, limited := err.(*slack.RateLimitedError); limited || ctx.Err() != nil {
+		return wrapRateLimit(err)
+	}
+	// The message is gone or cannot be edited (deleted by someone, too
+	// old): the progress goes on in a new one.
+	t.a.log.Warn("slack progress edit failed; posting a new progress message", "err", err)
+	ts, perr := t.post(ctx, slack.MsgOptionText(text, false))
+	if perr != nil {
+		return perr
+	}
+	t.progressTS = ts
+	return nil
 }
 
 // postMarkdown posts an answer: parts of at most the markdown block's

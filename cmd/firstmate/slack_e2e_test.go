@@ -402,3 +402,75 @@ func plainBinary(b *testing.B) string {
 	}
 	return plain.path
 }
+
+// A file shared in a DM lands in the workspace, the agent reads it, writes
+// a file and attaches it; the bot's own posts echoed back by Slack start
+// nothing; a mention inside someone else's thread brings that thread along.
+func TestSlackFilesEchoAndThreadContext(t *testing.T) {
+	var mu sync.Mutex
+	var userTexts []string
+	model := func(req *fakellm.Request) fakellm.Reply {
+		last := req.Messages[len(req.Messages)-1]
+		mu.Lock()
+		if last.Role == "user" {
+			userTexts = append(userTexts, last.Text())
+		}
+		mu.Unlock()
+		switch {
+		case last.Role == "user" && strings.Contains(last.Text(), "uploads/notes.txt"):
+			return fakellm.Calls(fakellm.Call("read", `{"path":"uploads/notes.txt"}`))
+		case last.Role == "tool" && strings.Contains(last.Text(), "remember the milk"):
+			return fakellm.Calls(fakellm.Call("write", `{"path":"out/list.txt","content":"milk\n"}`), fakellm.Call("send_file", `{"path":"out/list.txt"}`))
+		case last.Role == "tool":
+			return fakellm.Text("Here is your list.")
+		}
+		return fakellm.Text("noted")
+	}
+	sl := fakeslack.New(t, fakeslack.WithEcho(), fakeslack.WithPingInterval(200*time.Millisecond))
+	llm := fakellm.New(t, fakellm.WithHandler(model))
+	e := &slackEnv{slack: sl, llm: llm, http: deadAddr(t)}
+	e.srv = startServe(t, []string{
+		"OPENAI_BASE_URL=" + llm.URL(), "FIRSTMATE_MODEL=fake-model", "FIRSTMATE_DATA_DIR=" + t.TempDir(),
+		"SLACK_BOT_TOKEN=" + sl.BotToken(), "SLACK_APP_TOKEN=" + sl.AppToken(), "SLACK_API_URL=" + sl.APIURL(),
+		"FIRSTMATE_HTTP_ADDR=" + e.http,
+	})
+	if !sl.WaitConnections(1, 20*time.Second) {
+		t.Fatalf("no connection\n%s", e.srv.logs())
+	}
+	f := sl.AddFile("notes.txt", "text/plain", []byte("remember the milk\n"))
+	dm := sl.DirectMessage(fakeslack.Alice, "make a list from this").WithFiles(f)
+	sl.SendEvent(dm)
+	ok := sl.WaitFor(20*time.Second, func() bool {
+		for _, up := range sl.Files() {
+			if up.Name == "list.txt" && up.Channel == dm.Channel() && string(up.Content) == "milk\n" {
+				return len(sl.Reactions(dm.Channel(), dm.TS())) > 0
+			}
+		}
+		return false
+	})
+	if !ok {
+		t.Fatalf("list.txt was not attached in the DM; files %+v\n%s", sl.Files(), e.srv.logs())
+	}
+
+	root := sl.AddMessage(fakeslack.Message{Channel: fakeslack.General, User: fakeslack.Bob, Text: "the deploy failed at step 3"})
+	mention := sl.Mention(fakeslack.General, fakeslack.Alice, "what do you make of it?").InThread(root.TS)
+	sl.SendEvent(mention)
+	if !sl.WaitFor(20*time.Second, func() bool { return len(sl.Reactions(fakeslack.General, mention.TS())) > 0 }) {
+		t.Fatalf("the mention in the thread was not answered\n%s", e.srv.logs())
+	}
+	if got := botReplies(sl.Thread(fakeslack.General, root.TS)); len(got) != 1 || !strings.Contains(got[0].Text, "noted") {
+		t.Errorf("replies in the thread %+v", got)
+	}
+	time.Sleep(300 * time.Millisecond) // room for echoes to cause a wrong turn
+	mu.Lock()
+	defer mu.Unlock()
+	if len(userTexts) != 2 {
+		t.Fatalf("the model was asked %d times by a person, want 2 (echoes of the bot's own posts must start nothing): %q", len(userTexts), userTexts)
+	}
+	if !strings.Contains(userTexts[0], "[attached file: uploads/notes.txt") {
+		t.Errorf("DM turn input %q", userTexts[0])
+	}
+	if !strings.Contains(userTexts[1], "Earlier messages in this thread") || !strings.Contains(userTexts[1], "the deploy failed at step 3") {
+		t.Errorf("thread turn input %q", userTexts[1])
+	}
+}
