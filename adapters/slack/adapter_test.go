@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -337,5 +338,51 @@ func TestFailedEditFallsBackToNewMessage(t *testing.T) {
 	}
 	if len(progress) != 2 || !strings.Contains(progress[1], "1 tool") {
 		t.Fatalf("progress messages %q; the edit that failed must continue in a new message", progress)
+	}
+}
+
+// In a DM thread (an assistant thread) the status line is the sign of life
+// and the answer is streamed; no progress message is posted.
+func TestAssistantThreadStatusAndStream(t *testing.T) {
+	srv := fakeslack.New(t)
+	a := newAdapter(t, srv, adapters.ModeFull)
+	dm := srv.DirectMessage(fakeslack.Alice, "hi")
+	root := dm.TS()
+	srv.SendEvent(dm) // opens the DM and stores the message
+	key := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: dm.Channel(), Thread: root}
+	th := a.Thread(key, agent.Inbound{ReplyTo: root, User: agent.User{ID: fakeslack.Alice}})
+	ctx := t.Context()
+	th.Emit(ctx, agent.TurnStarted{Key: key})
+	th.Emit(ctx, agent.TextDelta{Text: "Let me look. "})
+	th.Emit(ctx, agent.ToolStarted{CallID: "c1", Name: "ls"})
+	srv.WaitFor(5*time.Second, func() bool { return len(srv.Statuses()) == 2 }) // the tool runs a while
+	th.Emit(ctx, agent.ToolFinished{CallID: "c1", Name: "ls"})
+	for _, w := range strings.Fields("There are three files <!channel> in the workspace.") {
+		th.Emit(ctx, agent.TextDelta{Text: w + " "})
+	}
+	if err := th.Emit(ctx, agent.Answer{Text: "There are three files in the workspace."}); err != nil {
+		t.Fatal(err)
+	}
+	var statuses []string
+	for _, s := range srv.Statuses() {
+		statuses = append(statuses, s.Status)
+	}
+	if len(statuses) < 2 || statuses[0] != "is working on it…" || !slices.Contains(statuses, "is running ls…") {
+		t.Errorf("statuses %q", statuses)
+	}
+	var bot []fakeslack.Message
+	for _, m := range srv.Thread(dm.Channel(), root) {
+		if m.BotID != "" {
+			bot = append(bot, m)
+		}
+	}
+	if len(bot) != 1 || bot[0].Streaming || !strings.Contains(bot[0].Text, "Let me look.") || !strings.Contains(bot[0].Text, "in the workspace.") {
+		t.Fatalf("bot messages %+v; want one streamed answer", bot)
+	}
+	if strings.Contains(bot[0].Text, "<!channel>") {
+		t.Errorf("the stream can ping: %q", bot[0].Text)
+	}
+	if srv.Count("chat.startStream") != 1 || srv.Count("chat.stopStream") != 1 {
+		t.Errorf("stream calls: start %d append %d stop %d", srv.Count("chat.startStream"), srv.Count("chat.appendStream"), srv.Count("chat.stopStream"))
 	}
 }

@@ -66,6 +66,8 @@ type thread struct {
 	allowed       map[string]bool
 
 	mu         sync.Mutex
+	status     *status   // assistant threads: the status line
+	stream     *streamer // assistant threads: the streamed answer
 	progress   adapters.Progress
 	throttle   *adapters.Throttle
 	progressTS string // the progress message, once posted
@@ -80,6 +82,14 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 	switch ev := ev.(type) {
 	case agent.TurnStarted:
 		t.progress.Apply(ev, now)
+		if isAssistantThread(t.channel, t.threadTS) && t.trigger != "" {
+			st, err := t.startStatus(ctx, "is working on it…")
+			if err == nil {
+				t.status, t.stream = st, &streamer{t: t}
+				return nil
+			}
+			t.a.log.Debug("slack assistant status unavailable; showing a progress message", "err", err)
+		}
 		if mode == adapters.ModeOff || t.trigger == "" {
 			if t.trigger != "" {
 				t.eyes = t.react(ctx, reactWorking, true) == nil
@@ -93,6 +103,11 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 		return nil
 	case agent.ToolStarted, agent.ApprovalNeeded:
 		t.progress.Apply(ev, now)
+		if t.status != nil {
+			if ts, ok := ev.(agent.ToolStarted); ok {
+				t.status.update("is running " + ts.Name + "…")
+			}
+		}
 		if t.throttle != nil {
 			t.throttle.Update(t.progress.Render(now, mode))
 		}
@@ -101,11 +116,18 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 		// Shown with the next tool or at the end: an edit per finished tool
 		// would double the calls of every turn.
 		t.progress.Apply(ev, now)
+		if d, ok := ev.(agent.TextDelta); ok && t.stream != nil {
+			t.stream.add(ctx, d.Text)
+		}
 		return nil
 	case agent.Answer:
 		t.progress.Apply(ev, now)
 		t.finishProgress(ctx, now)
-		err := t.postMarkdown(ctx, ev.Text)
+		t.closeStatus()
+		var err error
+		if t.stream == nil || !t.stream.finish(ctx) {
+			err = t.postMarkdown(ctx, ev.Text)
+		}
 		for _, f := range ev.Files {
 			if ferr := t.upload(ctx, f); ferr != nil {
 				t.a.log.Warn("slack upload failed", "file", f.Path, "err", ferr)
@@ -117,6 +139,10 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 	case agent.Failed:
 		t.progress.Apply(ev, now)
 		t.finishProgress(ctx, now)
+		t.closeStatus()
+		if t.stream != nil {
+			t.stream.finish(ctx) // what was written so far stays
+		}
 		err := t.postText(ctx, ev.Message)
 		t.endReaction(ctx, reactFailed)
 		return err
@@ -124,6 +150,13 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 		return t.postText(ctx, ev.Text)
 	}
 	return nil
+}
+
+func (t *thread) closeStatus() {
+	if t.status != nil {
+		t.status.close()
+		t.status = nil
+	}
 }
 
 // finishProgress shrinks the progress message to its summary, or deletes
