@@ -386,6 +386,11 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	start := time.Now()
 	trigger := claim.Mailbox[len(claim.Mailbox)-1]
 	th := d.thread(key, trigger)
+	if c, ok := th.(io.Closer); ok {
+		// However the turn ends (even without an answer: a lost lease),
+		// the thread lets go of what it holds for it.
+		defer c.Close()
+	}
 
 	turnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -133,6 +133,9 @@ func TestLeaseLostMidTurnNeitherAnswersNorCommits(t *testing.T) {
 	if len(answers)+len(failures) != 0 {
 		t.Fatalf("a worker that lost its lease spoke: %q %q", answers, failures)
 	}
+	if n := h.p.closed.Load(); n != 1 {
+		t.Fatalf("the turn's thread was closed %d times, want once", n)
+	}
 	if n, _ := st.Pending(t.Context(), keyA); n != 1 {
 		t.Fatalf("pending = %d; the new owner must find the message", n)
 	}

@@ -16,27 +16,37 @@ import (
 	"github.com/firstmate/firstmate/tools"
 )
 
-// platform records, per session, every event its threads were sent.
+// platform records, per session, every event its threads were sent, and
+// how many threads were closed.
 type platform struct {
 	mu     sync.Mutex
 	events map[agent.SessionKey][]agent.Event
+	closed atomic.Int32
 }
 
 func (p *platform) Thread(key agent.SessionKey, _ agent.Inbound) agent.Thread {
-	return threadFunc(func(_ context.Context, ev agent.Event) error {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.events == nil {
-			p.events = map[agent.SessionKey][]agent.Event{}
-		}
-		p.events[key] = append(p.events[key], ev)
-		return nil
-	})
+	return &recThread{p: p, key: key}
 }
 
-type threadFunc func(context.Context, agent.Event) error
+type recThread struct {
+	p   *platform
+	key agent.SessionKey
+}
 
-func (f threadFunc) Emit(ctx context.Context, ev agent.Event) error { return f(ctx, ev) }
+func (r *recThread) Emit(_ context.Context, ev agent.Event) error {
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	if r.p.events == nil {
+		r.p.events = map[agent.SessionKey][]agent.Event{}
+	}
+	r.p.events[r.key] = append(r.p.events[r.key], ev)
+	return nil
+}
+
+func (r *recThread) Close() error {
+	r.p.closed.Add(1)
+	return nil
+}
 
 // final returns the texts of the Answer, Failed and Notice events of key.
 func (p *platform) final(key agent.SessionKey) (answers, failures, notices []string) {

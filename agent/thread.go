@@ -11,6 +11,10 @@ import (
 // render (one progress message edited at a throttled rate, typing
 // indicators, the final answer as a reply). Emit must not block for long:
 // a slow platform is the adapter's to absorb, not the loop's.
+//
+// A thread that holds resources for its turn (a goroutine pacing edits)
+// also implements io.Closer; the dispatcher closes it when the turn is over,
+// however it ended.
 type Thread interface {
 	Emit(ctx context.Context, ev Event) error
 }

@@ -152,6 +152,18 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 	return nil
 }
 
+// Close implements io.Closer: the dispatcher calls it when the turn is
+// over, also when it ended without an answer (a lost lease).
+func (t *thread) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.throttle != nil {
+		t.throttle.Close()
+	}
+	t.closeStatus()
+	return nil
+}
+
 func (t *thread) closeStatus() {
 	if t.status != nil {
 		t.status.close()
