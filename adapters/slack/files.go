@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"path"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
+	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/tools"
 )
@@ -42,55 +42,11 @@ func (a *Adapter) Download(ctx context.Context, f agent.File, ws *tools.Workspac
 		// Slack answers a missing scope with its login page.
 		return "", errors.New("download: Slack sent a web page instead of the file (the app may lack the files:read scope)")
 	}
-	dest, err := a.uploadPath(ws, f)
-	if err != nil {
-		return "", err
-	}
+	dest := adapters.UploadPath(ws, f.Name)
 	if _, _, err := ws.WriteFrom(dest, resp.Body, max); err != nil {
 		return "", err
 	}
 	return dest, nil
-}
-
-// uploadPath picks uploads/<name>, or uploads/<name>-<id> when that name
-// is taken, with the name made safe for a path.
-func (a *Adapter) uploadPath(ws *tools.Workspace, f agent.File) (string, error) {
-	name := safeFileName(f.Name)
-	p := "uploads/" + name
-	if _, err := ws.Lstat(p); err == nil {
-		ext := path.Ext(name)
-		p = "uploads/" + strings.TrimSuffix(name, ext) + "-" + safeFileName(f.ID) + ext
-	}
-	return tools.CleanFilePath(p)
-}
-
-// safeFileName keeps a shared file's name readable but inert: no
-// directories, no leading dots, no control characters, not too long.
-func safeFileName(name string) string {
-	name = path.Base(strings.ReplaceAll(name, "\\", "/"))
-	name = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r == '/' {
-			return '_'
-		}
-		return r
-	}, name)
-	name = strings.TrimLeft(name, ".")
-	if len(name) > 120 {
-		ext := path.Ext(name)
-		if len(ext) > 20 {
-			ext = ""
-		}
-		stem := name[:len(name)-len(ext)]
-		cut := 120 - len(ext)
-		for cut > 0 && !utf8.RuneStart(stem[cut]) {
-			cut--
-		}
-		name = stem[:cut] + ext
-	}
-	if name == "" {
-		name = "file"
-	}
-	return name
 }
 
 // upload attaches a workspace file to the thread (files upload v2).
