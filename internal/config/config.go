@@ -21,6 +21,8 @@
 //	SLACK_API_URL         slack.api_url
 //	TELEGRAM_BOT_TOKEN    telegram.bot_token
 //	TELEGRAM_API_URL      telegram.api_url
+//	TELEGRAM_WEBHOOK_URL  telegram.webhook_url (receive by webhook instead of polling)
+//	TELEGRAM_WEBHOOK_SECRET telegram.webhook_secret
 //
 // An environment variable that is set but empty (or only spaces) counts as
 // unset, the way compose files and Kubernetes manifests often pass them.
@@ -165,6 +167,14 @@ type Slack struct {
 type Telegram struct {
 	BotToken Secret `yaml:"bot_token" json:"bot_token"`
 	APIURL   string `yaml:"api_url" json:"api_url"` // the Bot API base, without /bot<token>
+	// WebhookURL, when set, receives updates by webhook at this public
+	// https URL (routed to /telegram/webhook) instead of long polling.
+	WebhookURL    string `yaml:"webhook_url" json:"webhook_url"`
+	WebhookSecret Secret `yaml:"webhook_secret" json:"webhook_secret"`
+	// AllowBots answers messages from other bots; ChannelPosts answers
+	// posts in channels where the bot is an administrator.
+	AllowBots    bool `yaml:"allow_bots" json:"allow_bots"`
+	ChannelPosts bool `yaml:"channel_posts" json:"channel_posts"`
 }
 
 // Defaults that other packages and the docs refer to.
@@ -403,6 +413,11 @@ var envVars = []envVar{
 	{"SLACK_API_URL", "slack.api_url", func(c *Config, v string) []error { c.Slack.APIURL = v; return nil }},
 	{"TELEGRAM_BOT_TOKEN", "telegram.bot_token", func(c *Config, v string) []error { c.Telegram.BotToken = Secret(v); return nil }},
 	{"TELEGRAM_API_URL", "telegram.api_url", func(c *Config, v string) []error { c.Telegram.APIURL = v; return nil }},
+	{"TELEGRAM_WEBHOOK_URL", "telegram.webhook_url", func(c *Config, v string) []error { c.Telegram.WebhookURL = v; return nil }},
+	{"TELEGRAM_WEBHOOK_SECRET", "telegram.webhook_secret", func(c *Config, v string) []error {
+		c.Telegram.WebhookSecret = Secret(v)
+		return nil
+	}},
 }
 
 // EnvVar returns the environment variable that overrides the YAML key,
@@ -524,6 +539,7 @@ func (c *Config) secretFields() []secretField {
 		{"slack.app_token", &c.Slack.AppToken},
 		{"slack.signing_secret", &c.Slack.SigningSecret},
 		{"telegram.bot_token", &c.Telegram.BotToken},
+		{"telegram.webhook_secret", &c.Telegram.WebhookSecret},
 	}
 }
 

@@ -402,6 +402,10 @@ func TestFileProblems(t *testing.T) {
 			key: "agent.max_steps", line: 2, msg: "0 is too small; use 1 or more"},
 		{name: "workers zero", file: "agent:\n  workers: 0\n",
 			key: "agent.workers", line: 2, msg: "use 1 or more"},
+		{name: "webhook over http", file: "telegram:\n  webhook_url: http://bot.example/hook\n  webhook_secret: abc\n",
+			key: "telegram.webhook_url", line: 2, msg: "only over https"},
+		{name: "webhook without secret", file: "telegram:\n  webhook_url: https://bot.example/hook\n",
+			key: "telegram.webhook_secret", msg: "a webhook needs a secret"},
 		{name: "progress", file: "agent:\n  progress: loud\n",
 			key: "agent.progress", line: 2, msg: "is not one of full, summary, off"},
 		{name: "history turns", file: "agent:\n  history_turns: -5\n",
@@ -588,6 +592,8 @@ func TestEnvOverFile(t *testing.T) {
 		{"SLACK_API_URL", c.Slack.APIURL, e["SLACK_API_URL"]},
 		{"TELEGRAM_BOT_TOKEN", c.Telegram.BotToken.Reveal(), e["TELEGRAM_BOT_TOKEN"]},
 		{"TELEGRAM_API_URL", c.Telegram.APIURL, e["TELEGRAM_API_URL"]},
+		{"TELEGRAM_WEBHOOK_URL", c.Telegram.WebhookURL, e["TELEGRAM_WEBHOOK_URL"]},
+		{"TELEGRAM_WEBHOOK_SECRET", c.Telegram.WebhookSecret.Reveal(), e["TELEGRAM_WEBHOOK_SECRET"]},
 	}
 	if len(checks) != len(envVars) {
 		t.Fatalf("%d checks for %d environment variables", len(checks), len(envVars))
@@ -923,7 +929,7 @@ func TestEnvVarNames(t *testing.T) {
 	want := []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "FIRSTMATE_MODEL", "REDIS_URL", "FIRSTMATE_REDIS_PREFIX", "FIRSTMATE_DATA_DIR",
 		"FIRSTMATE_HTTP_ADDR", "FIRSTMATE_LOG_LEVEL", "FIRSTMATE_LOG_FORMAT", "FIRSTMATE_ADMINS",
 		"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL",
-		"TELEGRAM_BOT_TOKEN", "TELEGRAM_API_URL"}
+		"TELEGRAM_BOT_TOKEN", "TELEGRAM_API_URL", "TELEGRAM_WEBHOOK_URL", "TELEGRAM_WEBHOOK_SECRET"}
 	var got []string
 	for _, e := range envVars {
 		got = append(got, e.name)

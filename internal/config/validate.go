@@ -205,7 +205,19 @@ func (v *validator) telegram() {
 	} else if _, msg := checkHTTPURL(t.APIURL, false); msg != "" {
 		v.add("telegram.api_url", "%s", msg)
 	}
+	if t.WebhookURL != "" {
+		if u, msg := checkHTTPURL(t.WebhookURL, false); msg != "" {
+			v.add("telegram.webhook_url", "%s", msg)
+		} else if u.Scheme != "https" {
+			v.add("telegram.webhook_url", "Telegram delivers webhooks only over https; use an https:// URL, or unset it to poll")
+		}
+		if sec := t.WebhookSecret.Reveal(); !webhookSecret.MatchString(sec) {
+			v.add("telegram.webhook_secret", "a webhook needs a secret of 1-256 characters A-Z, a-z, 0-9, _ and -; set TELEGRAM_WEBHOOK_SECRET (e.g. from `openssl rand -hex 32`)")
+		}
+	}
 }
+
+var webhookSecret = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
 
 // checkHTTPURL returns the parsed URL, or a message saying what is wrong
 // and how to write it. suggestV1 adds /v1 to the suggestion for a value
