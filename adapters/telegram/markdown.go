@@ -1,0 +1,1020 @@
+package telegram
+
+import (
+	"bufio"
+	"bytes"
+	"html"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/firstmate/firstmate/adapters"
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/extension"
+	east "github.com/yuin/goldmark/extension/ast"
+	ghtml "github.com/yuin/goldmark/renderer/html"
+	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
+)
+
+// mdParser parses CommonMark with GitHub's strikethrough, tables, task
+// lists and bare-URL links, which is what models write.
+var mdParser = sync.OnceValue(func() goldmark.Markdown {
+	return goldmark.New(goldmark.WithExtensions(
+		extension.Strikethrough,
+		extension.Table,
+		extension.TaskList,
+		extension.Linkify,
+	))
+})
+
+// RenderHTML converts Markdown to the HTML of the Bot API's parse_mode
+// HTML: **bold** → <b>, *italic* → <i>, ~~strike~~ → <s>, `code` → <code>,
+// fenced code → <pre><code class="language-go"> (plain <pre> without a
+// language), links → <a href> for http, https, mailto and tg URLs only,
+// headings → a bold line, a top-level quote → <blockquote>. What Telegram
+// has no markup for becomes text: lists as "• item" and "1. item" lines,
+// tables as a <pre> block, images as a link named by their alt text, rules
+// as a line. Raw HTML in the Markdown is shown as written, escaped: only
+// the renderer makes tags.
+//
+// The output is always markup Telegram accepts: only its tags, balanced,
+// nested only where Telegram allows (nothing inside code, code never inside
+// bold or a link, quotes not nested), &, < and > escaped, valid UTF-8. Any
+// input renders; none panics.
+func RenderHTML(md string) string { return renderTelegram(md, false) }
+
+// PlainText renders Markdown as readable text without any markup or
+// Markdown markers, for when Telegram rejects the HTML after all: the same
+// layout as [RenderHTML], with links as "label (URL)". It is sent without
+// parse_mode, so nothing in it is escaped.
+func PlainText(md string) string { return renderTelegram(md, true) }
+
+func renderTelegram(md string, plain bool) string {
+	src := []byte(normalizeMarkdown(md))
+	doc := mdParser().Parser().Parse(text.NewReader(src))
+	r := &htmlRenderer{src: src, plain: plain}
+	var b strings.Builder
+	for i, l := range r.blocks(doc, true) {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if l.code && !plain {
+			b.WriteString(l.text)
+		} else {
+			b.WriteString(strings.TrimRight(l.text, " \t"))
+		}
+	}
+	// The newlines trimmed here are outside every element: a closing tag
+	// always follows an element's last text.
+	return strings.Trim(b.String(), "\n")
+}
+
+// normalizeMarkdown makes the input what Telegram will show: valid UTF-8,
+// plain \n line ends, no control characters but tabs (U+FFFD instead, as
+// CommonMark does for NUL), and none of U+2028 to U+202E (line separators,
+// bidirectional overrides), which Telegram deletes. What we measure is then
+// what Telegram counts, and a part cannot turn out empty on its side.
+func normalizeMarkdown(md string) string {
+	md = strings.ToValidUTF8(md, "\ufffd")
+	md = strings.ReplaceAll(md, "\r\n", "\n")
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\r':
+			return '\n'
+		case r == '\n' || r == '\t':
+			return r
+		case r < 0x20 || r == 0x7f:
+			return '\ufffd'
+		case r >= 0x2028 && r <= 0x202e:
+			return -1
+		}
+		return r
+	}, md)
+}
+
+// htmlLine is one line of output. Lines of a <pre> block take no
+// indentation or quote bar: that would change the code.
+type htmlLine struct {
+	text string
+	code bool
+}
+
+type htmlRenderer struct {
+	src   []byte
+	plain bool // PlainText: no tags, no escaping, links show their URL
+	// Active inline styles: a style is not nested in itself (Telegram
+	// merges or rejects bold inside bold).
+	bold, italic, strike int
+	inLink               int // inside a link's label: no links, no code
+	inCell               int // inside a table cell: one line of plain text
+	// Nesting of lists and of quotes drawn with a bar. Past
+	// mdMaxIndent levels the text is indented no further, so that hostile
+	// nesting cannot blow up the output.
+	lists, bars int
+}
+
+const mdMaxIndent = 8
+
+// blocks renders n's block children, with a blank line between them when
+// loose is set and none otherwise.
+func (r *htmlRenderer) blocks(n ast.Node, loose bool) []htmlLine {
+	var out []htmlLine
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		lines := r.block(c)
+		if len(lines) == 0 {
+			continue
+		}
+		if len(out) > 0 && loose {
+			out = append(out, htmlLine{})
+		}
+		out = append(out, lines...)
+	}
+	return out
+}
+
+func (r *htmlRenderer) block(n ast.Node) []htmlLine {
+	switch n := n.(type) {
+	case *ast.Paragraph, *ast.TextBlock:
+		return htmlTextLines(r.inlines(n, ""))
+	case *ast.Heading:
+		r.bold++ // **bold** in a heading is not nested in its <b>
+		s := r.inlines(n, "b")
+		r.bold--
+		return htmlTextLines(s)
+	case *ast.ThematicBreak:
+		return []htmlLine{{text: "──────────"}}
+	case *ast.FencedCodeBlock:
+		return r.codeBlock(mdSegmentsText(r.src, n.Lines()), mdCodeLanguage(n.Language(r.src)))
+	case *ast.CodeBlock:
+		return r.codeBlock(mdSegmentsText(r.src, n.Lines()), "")
+	case *ast.HTMLBlock:
+		// Shown as written: a model's <div> or <script> is text, never markup.
+		s := mdSegmentsText(r.src, n.Lines())
+		if n.HasClosure() {
+			s += string(n.ClosureLine.Value(r.src))
+		}
+		s = strings.TrimRight(s, "\n")
+		if strings.TrimSpace(s) == "" {
+			return nil
+		}
+		var out []htmlLine
+		for l := range strings.SplitSeq(s, "\n") {
+			out = append(out, htmlLine{text: r.escape(l)})
+		}
+		return out
+	case *ast.Blockquote:
+		return r.quote(n)
+	case *ast.List:
+		return r.list(n)
+	case *east.Table:
+		return r.table(n)
+	case *ast.LinkReferenceDefinition:
+		return nil
+	}
+	if c := n.FirstChild(); c != nil && c.Type() == ast.TypeInline {
+		return htmlTextLines(r.inlines(n, ""))
+	}
+	return r.blocks(n, true)
+}
+
+func htmlTextLines(s string) []htmlLine {
+	if s == "" {
+		return nil
+	}
+	var out []htmlLine
+	for l := range strings.SplitSeq(s, "\n") {
+		out = append(out, htmlLine{text: l})
+	}
+	return out
+}
+
+func mdSegmentsText(src []byte, segs *text.Segments) string {
+	var b strings.Builder
+	for i := range segs.Len() {
+		seg := segs.At(i)
+		b.Write(seg.Value(src))
+	}
+	return b.String()
+}
+
+// mdCodeLanguage is the language of a fenced code block for Telegram's
+// highlighter, which takes letters, digits, _, + and -: "c#" becomes
+// "csharp", as Telegram names it, and an info string with anything else in
+// its first word ("{.python}", "\"><script>") gives no language at all.
+func mdCodeLanguage(info []byte) string {
+	lang := strings.ReplaceAll(string(info), "#", "sharp")
+	if lang == "" || len(lang) > 32 {
+		return ""
+	}
+	for _, c := range lang {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '+' || c == '-') {
+			return ""
+		}
+	}
+	return lang
+}
+
+func (r *htmlRenderer) codeBlock(raw, lang string) []htmlLine {
+	raw = strings.TrimRight(raw, "\n")
+	if strings.TrimSpace(raw) == "" {
+		return nil
+	}
+	var out []htmlLine
+	for l := range strings.SplitSeq(raw, "\n") {
+		out = append(out, htmlLine{text: r.escape(l), code: true})
+	}
+	if !r.plain {
+		open, close := "<pre>", "</pre>"
+		if lang != "" {
+			open, close = `<pre><code class="language-`+lang+`">`, "</code></pre>"
+		}
+		out[0].text = open + out[0].text
+		out[len(out)-1].text += close
+	}
+	return out
+}
+
+// mdQuoteBar marks the lines of a quote that cannot be a <blockquote>.
+const mdQuoteBar = "│ "
+
+// quote renders a blockquote. Telegram's quotes do not nest and cannot sit
+// in a list's indentation, so only a quote at the top level is a
+// <blockquote>; others, and all of them in plain text, are lines with a bar.
+func (r *htmlRenderer) quote(n *ast.Blockquote) []htmlLine {
+	_, top := n.Parent().(*ast.Document)
+	bar := !top || r.plain
+	if bar {
+		r.bars++
+		defer func() { r.bars-- }()
+	}
+	lines := r.blocks(n, true)
+	if len(lines) == 0 {
+		return nil
+	}
+	if !bar {
+		lines[0].text = "<blockquote>" + lines[0].text
+		lines[len(lines)-1].text += "</blockquote>"
+		return lines
+	}
+	if r.bars > mdMaxIndent {
+		return lines
+	}
+	for i := range lines {
+		if lines[i].code && !r.plain {
+			continue
+		}
+		lines[i].text = strings.TrimRight(mdQuoteBar+lines[i].text, " ")
+	}
+	return lines
+}
+
+var mdListBullets = []string{"•", "◦", "▪"}
+
+// mdListIndent indents what belongs to an item below its first line.
+const mdListIndent = "    "
+
+func (r *htmlRenderer) list(n *ast.List) []htmlLine {
+	depth := r.lists
+	r.lists++
+	defer func() { r.lists-- }()
+	var out []htmlLine
+	num := n.Start
+	for item := n.FirstChild(); item != nil; item = item.NextSibling() {
+		marker := mdListBullets[depth%len(mdListBullets)]
+		if n.IsOrdered() {
+			marker = strconv.Itoa(num) + "."
+			num++
+		}
+		lines := r.blocks(item, false)
+		if len(lines) == 0 || lines[0].code && !r.plain {
+			lines = append([]htmlLine{{}}, lines...)
+		}
+		lines[0].text = marker + " " + lines[0].text
+		for i := 1; i < len(lines); i++ {
+			if (!lines[i].code || r.plain) && lines[i].text != "" && depth < mdMaxIndent {
+				lines[i].text = mdListIndent + lines[i].text
+			}
+		}
+		out = append(out, lines...)
+	}
+	return out
+}
+
+// table renders a table as aligned plain text in a <pre> block: Telegram
+// has no tables, and only fixed-width text keeps the columns.
+func (r *htmlRenderer) table(n *east.Table) []htmlLine {
+	cellRenderer := &htmlRenderer{src: r.src, plain: true, inCell: 1}
+	var rows [][]string
+	for row := n.FirstChild(); row != nil; row = row.NextSibling() {
+		var cells []string
+		for cell := row.FirstChild(); cell != nil; cell = cell.NextSibling() {
+			cells = append(cells, strings.TrimSpace(cellRenderer.inlines(cell, "")))
+		}
+		rows = append(rows, cells)
+	}
+	cols := len(n.Alignments)
+	for _, row := range rows {
+		cols = max(cols, len(row))
+	}
+	width := make([]int, cols)
+	for _, row := range rows {
+		for i, c := range row {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b, line strings.Builder
+	for ri, row := range rows {
+		line.Reset()
+		for i := range cols {
+			c := ""
+			if i < len(row) {
+				c = row[i]
+			}
+			align := east.AlignLeft
+			if i < len(n.Alignments) {
+				align = n.Alignments[i]
+			}
+			if i > 0 {
+				line.WriteString(" | ")
+			}
+			line.WriteString(padTableCell(c, width[i], align))
+		}
+		b.WriteString(strings.TrimRight(line.String(), " "))
+		b.WriteByte('\n')
+		if ri == 0 {
+			for i := range cols {
+				if i > 0 {
+					b.WriteString("-+-")
+				}
+				b.WriteString(strings.Repeat("-", width[i]))
+			}
+			b.WriteByte('\n')
+		}
+	}
+	return r.codeBlock(b.String(), "")
+}
+
+func padTableCell(s string, width int, align east.Alignment) string {
+	gap := width - utf8.RuneCountInString(s)
+	if gap <= 0 {
+		return s
+	}
+	switch align {
+	case east.AlignRight:
+		return strings.Repeat(" ", gap) + s
+	case east.AlignCenter:
+		return strings.Repeat(" ", gap/2) + s + strings.Repeat(" ", gap-gap/2)
+	}
+	return s + strings.Repeat(" ", gap)
+}
+
+// inlines renders n's inline children, inside the element tag if one is
+// given.
+func (r *htmlRenderer) inlines(n ast.Node, tag string) string {
+	w := &htmlWriter{plain: r.plain}
+	if tag != "" {
+		w.open(tag, "<"+tag+">")
+	}
+	r.inlineChildren(w, n)
+	if tag != "" {
+		w.close()
+	}
+	return w.b.String()
+}
+
+func (r *htmlRenderer) inlineChildren(w *htmlWriter, n ast.Node) {
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		r.inline(w, c)
+	}
+}
+
+func (r *htmlRenderer) lineBreak(w *htmlWriter) {
+	if r.inCell > 0 {
+		w.text(" ")
+	} else {
+		w.text("\n")
+	}
+}
+
+func (r *htmlRenderer) inline(w *htmlWriter, n ast.Node) {
+	switch n := n.(type) {
+	case *ast.Text:
+		if n.IsRaw() {
+			w.text(string(n.Segment.Value(r.src)))
+		} else {
+			w.text(mdUnescape(n.Segment.Value(r.src)))
+		}
+		if n.HardLineBreak() || n.SoftLineBreak() {
+			r.lineBreak(w)
+		}
+	case *ast.String:
+		if n.IsCode() || n.IsRaw() {
+			w.text(string(n.Value))
+		} else {
+			w.text(mdUnescape(n.Value))
+		}
+	case *ast.CodeSpan:
+		var b strings.Builder
+		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+			switch c := c.(type) {
+			case *ast.Text:
+				b.Write(c.Segment.Value(r.src))
+			case *ast.String:
+				b.Write(c.Value)
+			}
+		}
+		code := strings.ReplaceAll(b.String(), "\n", " ")
+		if r.inLink > 0 || r.inCell > 0 || strings.TrimSpace(code) == "" {
+			w.text(code) // Telegram allows no code inside a link
+			return
+		}
+		w.code(code)
+	case *ast.Emphasis:
+		if n.Level >= 2 {
+			r.styled(w, n, &r.bold, "b")
+		} else {
+			r.styled(w, n, &r.italic, "i")
+		}
+	case *east.Strikethrough:
+		r.styled(w, n, &r.strike, "s")
+	case *ast.Link:
+		r.link(w, n, string(util.URLEscape(n.Destination, true)))
+	case *ast.Image:
+		r.link(w, n, string(util.URLEscape(n.Destination, true)))
+	case *ast.AutoLink:
+		url := string(n.URL(r.src))
+		label := string(n.Label(r.src))
+		switch {
+		case n.AutoLinkType == ast.AutoLinkEmail:
+			if !strings.HasPrefix(strings.ToLower(url), "mailto:") {
+				url = "mailto:" + url
+			}
+		case !strings.Contains(url, "://") && !mdHasScheme(url):
+			url = "http://" + url // linkify's www.example.com
+		}
+		url = string(util.URLEscape([]byte(url), false))
+		if !htmlLinkable(url) || r.inLink > 0 || r.inCell > 0 || r.plain {
+			w.text(label)
+			return
+		}
+		w.open("a", htmlLinkTag(url))
+		w.text(label)
+		w.close()
+	case *ast.RawHTML:
+		raw := mdSegmentsText(r.src, n.Segments)
+		if isHTMLBreakTag(raw) {
+			r.lineBreak(w)
+			return
+		}
+		w.text(strings.ReplaceAll(raw, "\n", " "))
+	case *east.TaskCheckBox:
+		if n.IsChecked {
+			w.text("☑ ")
+		} else {
+			w.text("☐ ")
+		}
+	default:
+		r.inlineChildren(w, n)
+	}
+}
+
+// styled wraps n's content in tag unless that style is already on.
+func (r *htmlRenderer) styled(w *htmlWriter, n ast.Node, depth *int, tag string) {
+	if *depth > 0 {
+		r.inlineChildren(w, n)
+		return
+	}
+	*depth++
+	w.open(tag, "<"+tag+">")
+	r.inlineChildren(w, n)
+	w.close()
+	*depth--
+}
+
+// link renders a link or an image (as a link named by its alt text). Only
+// web, mail and tg: URLs become links; anything else (relative paths,
+// javascript:, data:) shows as text with the destination after it.
+func (r *htmlRenderer) link(w *htmlWriter, n ast.Node, dest string) {
+	if r.inLink > 0 {
+		r.inlineChildren(w, n) // a badge in a link: its alt text is the label
+		return
+	}
+	label := strings.TrimSpace(r.labelText(n))
+	if !htmlLinkable(dest) || r.plain || r.inCell > 0 {
+		if label == "" {
+			w.text(dest)
+			return
+		}
+		r.inLink++
+		r.inlineChildren(w, n)
+		r.inLink--
+		if dest != "" && dest != label {
+			w.text(" (" + dest + ")")
+		}
+		return
+	}
+	w.open("a", htmlLinkTag(dest))
+	if label == "" {
+		w.text(dest)
+	} else {
+		r.inLink++
+		r.inlineChildren(w, n)
+		r.inLink--
+	}
+	w.close()
+}
+
+// labelText is the plain text of a link's label.
+func (r *htmlRenderer) labelText(n ast.Node) string {
+	lr := &htmlRenderer{src: r.src, plain: true, inLink: 1, inCell: 1}
+	return lr.inlines(n, "")
+}
+
+func htmlLinkTag(url string) string {
+	if i := strings.IndexByte(url, ':'); i > 0 {
+		url = strings.ToLower(url[:i]) + url[i:] // HTTPS:// → https://
+	}
+	return `<a href="` + escapeHTMLAttr(url) + `">`
+}
+
+func mdHasScheme(url string) bool {
+	i := strings.IndexByte(url, ':')
+	if i <= 0 {
+		return false
+	}
+	for _, c := range url[:i] {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// htmlLinkable: the schemes that may become a Telegram link. tg: links are
+// Telegram's own (tg://user?id=… mentions a user).
+func htmlLinkable(url string) bool {
+	l := strings.ToLower(url)
+	for _, scheme := range []string{"http://", "https://", "mailto:", "tg://"} {
+		if strings.HasPrefix(l, scheme) && len(l) > len(scheme) {
+			return true
+		}
+	}
+	return false
+}
+
+func isHTMLBreakTag(raw string) bool {
+	s := strings.ToLower(strings.Join(strings.Fields(raw), ""))
+	return s == "<br>" || s == "<br/>"
+}
+
+// mdUnescape resolves Markdown's backslash escapes and entities in a text
+// segment, the way goldmark's HTML renderer does, to plain text.
+func mdUnescape(v []byte) string {
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	ghtml.DefaultWriter.Write(bw, v)
+	bw.Flush()
+	return html.UnescapeString(buf.String())
+}
+
+func (r *htmlRenderer) escape(s string) string {
+	if r.plain {
+		return s
+	}
+	return escapeHTMLText(s)
+}
+
+// escapeHTMLText escapes what Telegram's HTML requires in text.
+func escapeHTMLText(s string) string {
+	if !strings.ContainsAny(s, "&<>") {
+		return s
+	}
+	return htmlTextEscaper.Replace(s)
+}
+
+var htmlTextEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+func escapeHTMLAttr(s string) string { return htmlAttrEscaper.Replace(s) }
+
+var htmlAttrEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
+
+// htmlWriter writes inline HTML. Elements open lazily, when text arrives,
+// so none is ever empty; inline code closes the styles around it and they
+// reopen after it, because Telegram allows no code inside bold or italic.
+type htmlWriter struct {
+	b     strings.Builder
+	plain bool
+	// The open elements, outermost first. The written ones are a prefix.
+	tags []htmlPendingTag
+}
+
+type htmlPendingTag struct {
+	name, open string
+	written    bool
+}
+
+func (w *htmlWriter) open(name, markup string) {
+	if !w.plain {
+		w.tags = append(w.tags, htmlPendingTag{name: name, open: markup})
+	}
+}
+
+func (w *htmlWriter) close() {
+	if w.plain || len(w.tags) == 0 {
+		return
+	}
+	t := w.tags[len(w.tags)-1]
+	w.tags = w.tags[:len(w.tags)-1]
+	if t.written {
+		w.b.WriteString("</" + t.name + ">")
+	}
+}
+
+func (w *htmlWriter) text(s string) {
+	if s == "" {
+		return
+	}
+	if w.plain {
+		w.b.WriteString(s)
+		return
+	}
+	for i := range w.tags {
+		if !w.tags[i].written {
+			w.b.WriteString(w.tags[i].open)
+			w.tags[i].written = true
+		}
+	}
+	w.b.WriteString(escapeHTMLText(s))
+}
+
+func (w *htmlWriter) code(s string) {
+	if w.plain {
+		w.text(s)
+		return
+	}
+	for i := len(w.tags) - 1; i >= 0; i-- {
+		if w.tags[i].written {
+			w.b.WriteString("</" + w.tags[i].name + ">")
+			w.tags[i].written = false
+		}
+	}
+	w.b.WriteString("<code>" + escapeHTMLText(s) + "</code>")
+}
+
+// VisibleText is the text Telegram shows for a message sent with
+// parse_mode HTML: the tags removed and the entities it knows decoded. Sent
+// without parse_mode, it is the plain-text fallback for one part of
+// [SplitHTML], within the same limit.
+func VisibleText(htmlText string) string {
+	var b strings.Builder
+	for _, t := range scanHTML(htmlText) {
+		b.WriteString(t.text)
+	}
+	return b.String()
+}
+
+// VisibleLen counts what Telegram counts against a message's limit: the
+// visible text in UTF-16 code units (an emoji outside the Basic
+// Multilingual Plane is two).
+func VisibleLen(htmlText string) int { return adapters.UTF16(VisibleText(htmlText)) }
+
+// htmlToken is a tag or a run of text of Telegram HTML.
+type htmlToken struct {
+	raw  string // as written
+	text string // text tokens: what Telegram shows
+	tag  string // tags: the element's name; "" for text
+	end  bool   // a closing tag
+}
+
+// scanHTML cuts Telegram HTML into tags and text, decoding entities as
+// Telegram's parser does: only &lt; &gt; &amp; &quot; and numeric
+// references; anything else is a literal ampersand.
+func scanHTML(s string) []htmlToken {
+	var out []htmlToken
+	for i := 0; i < len(s); {
+		if s[i] == '<' {
+			if j := htmlTagEnd(s[i:]); j > 0 {
+				raw := s[i : i+j+1]
+				t := htmlToken{raw: raw}
+				name := strings.TrimPrefix(raw[1:len(raw)-1], "/")
+				t.end = len(name) < len(raw)-2
+				if k := strings.IndexAny(name, " \t\n"); k >= 0 {
+					name = name[:k]
+				}
+				t.tag = strings.ToLower(name)
+				if t.tag == "" {
+					t.tag = "?"
+				}
+				out = append(out, t)
+				i += j + 1
+				continue
+			}
+		}
+		j := strings.IndexByte(s[i+1:], '<')
+		if j < 0 {
+			j = len(s)
+		} else {
+			j += i + 1
+		}
+		out = append(out, htmlToken{raw: s[i:j], text: decodeHTMLEntities(s[i:j])})
+		i = j
+	}
+	return out
+}
+
+// htmlTagEnd is the index of the > that ends the tag at the start of s,
+// skipping quoted attribute values as Telegram does, or -1.
+func htmlTagEnd(s string) int {
+	var quote byte
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '>':
+			return i
+		}
+	}
+	return -1
+}
+
+func decodeHTMLEntities(s string) string {
+	if !strings.Contains(s, "&") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if s[i] == '&' {
+			if r, n := decodeHTMLEntity(s[i:]); n > 0 {
+				b.WriteRune(r)
+				i += n
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+		i++
+	}
+	return b.String()
+}
+
+// decodeHTMLEntity decodes the entity at the start of s the way Telegram does
+// (the semicolon is optional), returning its length, or 0 if Telegram would
+// read the ampersand as itself.
+func decodeHTMLEntity(s string) (rune, int) {
+	end := 1
+	var r rune
+	if strings.HasPrefix(s, "&#") {
+		end = 2
+		base := 10
+		if len(s) > 2 && s[2] == 'x' {
+			end, base = 3, 16
+		}
+		for end < len(s) && end < 10 {
+			d := strings.IndexByte("0123456789abcdef", asciiLowerByte(s[end]))
+			if d < 0 || d >= base {
+				break
+			}
+			r = r*rune(base) + rune(d)
+			end++
+		}
+		if r == 0 || r >= 0x10ffff || end >= 10 {
+			return 0, 0
+		}
+	} else {
+		for end < len(s) && (s[end] >= 'a' && s[end] <= 'z' || s[end] >= 'A' && s[end] <= 'Z') {
+			end++
+		}
+		switch s[1:end] {
+		case "lt":
+			r = '<'
+		case "gt":
+			r = '>'
+		case "amp":
+			r = '&'
+		case "quot":
+			r = '"'
+		default:
+			return 0, 0
+		}
+	}
+	if end < len(s) && s[end] == ';' {
+		end++
+	}
+	return r, end
+}
+
+func asciiLowerByte(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// SplitHTML renders Markdown as [RenderHTML] does and cuts the result into
+// messages whose visible text (what Telegram counts: see [VisibleLen])
+// measures at most limit, 4096 for sendMessage. A limit of zero or less
+// means no limit; an answer with nothing to show gives no parts.
+//
+// The whole is rendered once and its visible text is cut, so the parts
+// read together as the whole does: a cut inside an element closes it at the
+// end of its part and opens it again at the start of the next (a code
+// block continues as the same <pre><code class="language-go">). Cuts fall
+// at the best boundary in the latter half of what fits: a blank line, a
+// line break outside code, a line break in code, a space, then any
+// character boundary that does not split what reads as one character (an
+// emoji sequence, a flag, a letter and its accent), and only then anywhere
+// between two code points. Whitespace at a cut stays at the end of the
+// earlier part, where Telegram trims it; a part that would show only
+// whitespace is left out. A single character wider than the limit (an
+// emoji at a limit of 1) is a part of its own.
+func SplitHTML(md string, limit int) []string {
+	whole := RenderHTML(md)
+	toks := scanHTML(whole)
+	var vb strings.Builder
+	for _, t := range toks {
+		vb.WriteString(t.text)
+	}
+	vis := vb.String()
+	if strings.TrimSpace(vis) == "" {
+		return nil
+	}
+	if limit <= 0 || adapters.UTF16(vis) <= limit {
+		return []string{whole}
+	}
+	// Which bytes of the visible text are code in a <pre>.
+	inPre := make([]bool, len(vis))
+	depth, p := 0, 0
+	for _, t := range toks {
+		switch {
+		case t.tag == "pre" && !t.end:
+			depth++
+		case t.tag == "pre" && t.end:
+			depth--
+		case t.tag == "":
+			for i := range len(t.text) {
+				inPre[p+i] = depth > 0
+			}
+			p += len(t.text)
+		}
+	}
+	var cuts []int
+	for pos := 0; pos < len(vis); {
+		end := htmlSplitCut(vis, inPre, pos, limit)
+		cuts = append(cuts, end)
+		pos = end
+	}
+	return htmlSplitTokens(toks, vis, cuts)
+}
+
+// Cut classes, best first.
+const (
+	htmlCutParagraph = iota // after a blank line outside code
+	htmlCutLine             // after a line break outside code
+	htmlCutCodeLine         // after a line break in code
+	htmlCutSpace            // after a space
+	htmlCutAny              // between two characters
+	htmlCutCluster          // inside what reads as one character
+	htmlCutClasses
+)
+
+// htmlSplitCut is where the part that starts at pos ends.
+func htmlSplitCut(vis string, inPre []bool, pos, limit int) int {
+	end, units := pos, 0
+	for end < len(vis) {
+		r, w := utf8.DecodeRuneInString(vis[end:])
+		u := 1
+		if r >= 0x10000 {
+			u = 2
+		}
+		if units+u > limit {
+			break
+		}
+		units += u
+		end += w
+	}
+	if end == len(vis) {
+		return end
+	}
+	if end == pos {
+		_, w := utf8.DecodeRuneInString(vis[pos:])
+		return pos + w // wider than the limit on its own
+	}
+	var best [htmlCutClasses]int // the latest cut of each class; 0 for none
+	for x := end; x > pos; {
+		c := htmlCutClass(vis, inPre, x)
+		if best[c] == 0 {
+			best[c] = x
+		}
+		_, w := utf8.DecodeLastRuneInString(vis[:x])
+		x -= w
+	}
+	// The best break in the latter half of what fits, so parts are not
+	// tiny; failing that, the best cut anywhere.
+	half := pos + (end-pos)/2
+	for c := range htmlCutAny {
+		if best[c] >= half && best[c] > pos {
+			return best[c]
+		}
+	}
+	for _, x := range best {
+		if x > pos {
+			return x
+		}
+	}
+	return end
+}
+
+func htmlCutClass(vis string, inPre []bool, x int) int {
+	prev, _ := utf8.DecodeLastRuneInString(vis[:x])
+	next, _ := utf8.DecodeRuneInString(vis[x:])
+	if prev == '\u200d' || next == '\u200d' || isClusterExtender(next) || isRegionalIndicator(prev) && isRegionalIndicator(next) {
+		return htmlCutCluster
+	}
+	code := inPre[x-1]
+	switch {
+	case prev == '\n' && !code && x >= 2 && vis[x-2] == '\n':
+		return htmlCutParagraph
+	case prev == '\n' && !code:
+		return htmlCutLine
+	case prev == '\n':
+		return htmlCutCodeLine
+	case prev == ' ' || prev == '\t':
+		return htmlCutSpace
+	}
+	return htmlCutAny
+}
+
+// isClusterExtender: runes that join the one before into one visible
+// character.
+func isClusterExtender(r rune) bool {
+	return unicode.In(r, unicode.Mn, unicode.Me) ||
+		r >= 0xfe00 && r <= 0xfe0f || // variation selectors
+		r >= 0x1f3fb && r <= 0x1f3ff || // skin tones
+		r >= 0xe0020 && r <= 0xe007f // tag characters (flags)
+}
+
+// isRegionalIndicator: flags are pairs of regional indicators.
+func isRegionalIndicator(r rune) bool { return r >= 0x1f1e6 && r <= 0x1f1ff }
+
+// htmlSplitTokens writes the parts that end at cuts (offsets into the visible
+// text vis, the last one len(vis)). Closing tags right at a cut end the
+// earlier part; opening tags right at a cut start the next one.
+func htmlSplitTokens(toks []htmlToken, vis string, cuts []int) []string {
+	var parts []string
+	var stack []htmlToken
+	i, off, p, start := 0, 0, 0, 0 // token, bytes of its text written, visible offset, part start
+	for _, cut := range cuts {
+		var b strings.Builder
+		for _, t := range stack {
+			b.WriteString(t.raw)
+		}
+	tokens:
+		for ; i < len(toks); i++ {
+			t := toks[i]
+			switch {
+			case t.tag == "":
+				rest := t.text[off:]
+				if p+len(rest) > cut {
+					n := cut - p
+					b.WriteString(escapeHTMLText(rest[:n]))
+					off += n
+					p = cut
+					break tokens
+				}
+				if off == 0 {
+					b.WriteString(t.raw)
+				} else {
+					b.WriteString(escapeHTMLText(rest))
+				}
+				p += len(rest)
+				off = 0
+			case t.end:
+				b.WriteString(t.raw)
+				if len(stack) > 0 {
+					stack = stack[:len(stack)-1]
+				}
+			default:
+				if p >= cut {
+					break tokens
+				}
+				b.WriteString(t.raw)
+				stack = append(stack, t)
+			}
+		}
+		for j := len(stack) - 1; j >= 0; j-- {
+			b.WriteString("</" + stack[j].tag + ">")
+		}
+		if strings.TrimSpace(vis[start:cut]) != "" {
+			parts = append(parts, b.String())
+		}
+		start = cut
+	}
+	return parts
+}
