@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/adapters/slack"
+	"github.com/firstmate/firstmate/adapters/telegram"
 	"github.com/firstmate/firstmate/internal/config"
 	"github.com/firstmate/firstmate/store/local"
 )
@@ -164,13 +166,29 @@ func doctorSlack(ctx context.Context, r *report, cfg *config.Config) {
 	r.ok("slack", fmt.Sprintf("bot %s in team %s; %s", sl.BotUserID(), sl.TeamID(), how))
 }
 
+// doctorTelegram checks the bot token with getMe.
+func doctorTelegram(ctx context.Context, r *report, cfg *config.Config) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	tg, err := telegram.New(ctx, telegramConfig(cfg, 0, slog.New(slog.DiscardHandler)))
+	if err != nil {
+		r.fail("telegram", err.Error())
+		return
+	}
+	how := "long polling"
+	if cfg.Telegram.WebhookURL != "" {
+		how = "webhook at " + cfg.Telegram.WebhookURL
+	}
+	r.ok("telegram", fmt.Sprintf("bot @%s; %s", tg.Username(), how))
+}
+
 func doctorPlatforms(ctx context.Context, r *report, cfg *config.Config) {
 	if !cfg.Slack.Enabled() && !cfg.Telegram.Enabled() {
 		r.warn("platforms", "no Slack or Telegram token set; `firstmate chat` works, `firstmate serve` has nothing to serve")
 		return
 	}
 	if cfg.Telegram.Enabled() {
-		r.fail("telegram", errTelegramPending.Error())
+		doctorTelegram(ctx, r, cfg)
 	}
 	if cfg.Slack.Enabled() {
 		doctorSlack(ctx, r, cfg)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/adapters/slack"
+	"github.com/firstmate/firstmate/adapters/telegram"
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/internal/config"
 )
@@ -25,10 +26,6 @@ var errNothingToServe = errors.New(`nothing to serve: no platform is configured.
   Slack:    set SLACK_BOT_TOKEN and SLACK_APP_TOKEN (Socket Mode), or SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (HTTP events)
   Telegram: set TELEGRAM_BOT_TOKEN
   Or talk to firstmate in this terminal: firstmate chat`)
-
-// errTelegramPending is returned while the Telegram adapter is not part of
-// this build.
-var errTelegramPending = errors.New("the Telegram adapter is not part of this version yet; unset TELEGRAM_BOT_TOKEN, or use Slack or `firstmate chat`")
 
 // adapter is a platform connection that serve runs: it receives events,
 // submits them to the dispatcher and renders the dispatcher's threads.
@@ -46,15 +43,19 @@ func adaptersFor(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]a
 	if !cfg.Slack.Enabled() && !cfg.Telegram.Enabled() {
 		return nil, errNothingToServe
 	}
-	if cfg.Telegram.Enabled() {
-		return nil, errTelegramPending
+	mode, err := adapters.ParseMode(cfg.Agent.Progress)
+	if err != nil {
+		return nil, err
 	}
 	var out []adapter
-	if cfg.Slack.Enabled() {
-		mode, err := adapters.ParseMode(cfg.Agent.Progress)
+	if cfg.Telegram.Enabled() {
+		tg, err := telegram.New(ctx, telegramConfig(cfg, mode, log))
 		if err != nil {
 			return nil, err
 		}
+		out = append(out, tg)
+	}
+	if cfg.Slack.Enabled() {
 		sl, err := slack.New(ctx, slack.Config{
 			BotToken:      cfg.Slack.BotToken.Reveal(),
 			AppToken:      cfg.Slack.AppToken.Reveal(),
@@ -101,6 +102,19 @@ func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return fmt.Errorf("http listener: %w (set FIRSTMATE_HTTP_ADDR to a free address)", err)
 	}
 	return runServe(ctx, a, ln, adapters)
+}
+
+func telegramConfig(cfg *config.Config, mode adapters.Mode, log *slog.Logger) telegram.Config {
+	return telegram.Config{
+		Token:         cfg.Telegram.BotToken.Reveal(),
+		APIURL:        cfg.Telegram.APIURL,
+		WebhookURL:    cfg.Telegram.WebhookURL,
+		WebhookSecret: cfg.Telegram.WebhookSecret.Reveal(),
+		Progress:      mode,
+		AllowBots:     cfg.Telegram.AllowBots,
+		ChannelPosts:  cfg.Telegram.ChannelPosts,
+		Logger:        log.With("platform", "telegram"),
+	}
 }
 
 // runServe runs the dispatcher, the HTTP listener on ln and the adapters

@@ -1,0 +1,52 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"github.com/firstmate/firstmate/adapters"
+	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/tools"
+)
+
+// Download implements agent.Downloader: getFile, then the file from
+// {TELEGRAM_API_URL}/file/bot<token>/<path> (the library's File.Link
+// ignores a custom server), into the workspace under uploads/.
+func (a *Adapter) Download(ctx context.Context, f agent.File, ws *tools.Workspace) (string, error) {
+	max := a.cfg.MaxFileBytes
+	if f.Size > max {
+		return "", fmt.Errorf("%s is %s, over the %s a bot can download from Telegram; send a smaller file or a link",
+			f.Name, tools.FormatSize(f.Size), tools.FormatSize(max))
+	}
+	var file struct {
+		FilePath string `json:"file_path"`
+		FileSize int64  `json:"file_size"`
+	}
+	if err := a.call(ctx, "getFile", tgbotapi.Params{"file_id": f.ID}, &file); err != nil {
+		return "", fmt.Errorf("getFile: %w", err)
+	}
+	if file.FilePath == "" {
+		return "", errors.New("Telegram gave no file path (the file may be over its 20 MB bot limit)")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.root+"/file/bot"+a.cfg.Token+"/"+file.FilePath, nil)
+	if err != nil {
+		return "", a.scrub(err)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("download: %w", a.scrub(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("download: HTTP %d", resp.StatusCode)
+	}
+	dest := adapters.UploadPath(ws, f.Name)
+	if _, _, err := ws.WriteFrom(dest, resp.Body, max); err != nil {
+		return "", err
+	}
+	return dest, nil
+}

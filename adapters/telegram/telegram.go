@@ -1,0 +1,354 @@
+package telegram
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+	"golang.org/x/time/rate"
+
+	"github.com/firstmate/firstmate/adapters"
+	"github.com/firstmate/firstmate/agent"
+)
+
+// Config configures the adapter. Token is required.
+type Config struct {
+	Token         string
+	APIURL        string // Bot API server root; https://api.telegram.org if empty
+	WebhookURL    string // set: receive by webhook at this public URL instead of polling
+	WebhookSecret string // the secret_token Telegram sends back; required with WebhookURL
+	Progress      adapters.Mode
+	AllowBots     bool  // answer messages from other bots
+	ChannelPosts  bool  // answer posts in channels the bot is admin of
+	MaxFileBytes  int64 // files shared with a message; default and Bot API cap 20 MiB
+	PollTimeout   time.Duration
+	HTTPClient    *http.Client
+	Logger        *slog.Logger
+}
+
+// The Bot API's own cap on getFile downloads.
+const botAPIFileCap = 20 << 20
+
+// allowedUpdates are the update kinds the adapter reads.
+var allowedUpdates = []string{"message", "edited_message", "channel_post", "my_chat_member", "callback_query"}
+
+// Adapter connects one Telegram bot to the dispatcher. It is the
+// agent.Platform for "telegram" sessions.
+type Adapter struct {
+	cfg    Config
+	root   string
+	http   *http.Client
+	log    *slog.Logger
+	norm   normalizer
+	limits *limiter
+}
+
+// New checks the token with getMe.
+func New(ctx context.Context, cfg Config) (*Adapter, error) {
+	if cfg.Token == "" {
+		return nil, errors.New("telegram: TELEGRAM_BOT_TOKEN is not set")
+	}
+	if cfg.WebhookURL != "" && cfg.WebhookSecret == "" {
+		return nil, errors.New("telegram: a webhook needs a secret (TELEGRAM_WEBHOOK_SECRET), so forged updates can be refused")
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = "https://api.telegram.org"
+	}
+	if cfg.MaxFileBytes <= 0 || cfg.MaxFileBytes > botAPIFileCap {
+		cfg.MaxFileBytes = botAPIFileCap
+	}
+	if cfg.PollTimeout <= 0 {
+		cfg.PollTimeout = 25 * time.Second
+	}
+	if cfg.HTTPClient == nil {
+		// No client timeout: a long poll waits PollTimeout; every call has
+		// a ctx (see call).
+		cfg.HTTPClient = &http.Client{}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Adapter{cfg: cfg, root: strings.TrimRight(cfg.APIURL, "/"), http: cfg.HTTPClient, log: log, limits: newLimiter()}
+	var me user
+	if err := a.call(ctx, "getMe", nil, &me); err != nil {
+		return nil, fmt.Errorf("telegram getMe: %w (check TELEGRAM_BOT_TOKEN and TELEGRAM_API_URL)", err)
+	}
+	a.norm = normalizer{me: me, allowBots: cfg.AllowBots, channelPosts: cfg.ChannelPosts}
+	log.Info("telegram connected", "bot", "@"+me.Username)
+	return a, nil
+}
+
+// Name is the platform of the sessions this adapter serves.
+func (a *Adapter) Name() string { return Platform }
+
+// Username is the bot's @username.
+func (a *Adapter) Username() string { return a.norm.me.Username }
+
+// ctxClient gives each request the ctx of the call that makes it: the
+// library's MakeRequest takes none, so a bot value is made per call.
+type ctxClient struct {
+	ctx context.Context
+	c   *http.Client
+}
+
+func (c ctxClient) Do(req *http.Request) (*http.Response, error) {
+	return c.c.Do(req.WithContext(c.ctx))
+}
+
+func (a *Adapter) bot(ctx context.Context) *tgbotapi.BotAPI {
+	b := &tgbotapi.BotAPI{Token: a.cfg.Token, Client: ctxClient{ctx, a.http}}
+	b.SetAPIEndpoint(a.root + "/bot%s/%s")
+	return b
+}
+
+// call makes one Bot API request through the library and decodes its
+// result into out (if not nil). Errors are *tgbotapi.Error when Telegram
+// answered; the token never appears in them.
+func (a *Adapter) call(ctx context.Context, method string, params tgbotapi.Params, out any) error {
+	resp, err := a.bot(ctx).MakeRequest(method, params)
+	if err != nil {
+		return a.scrub(err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(resp.Result, out); err != nil {
+			return fmt.Errorf("telegram %s: decode result: %w", method, err)
+		}
+	}
+	return nil
+}
+
+// scrub keeps the bot token out of an error (a URL error quotes the URL,
+// which holds the token).
+func (a *Adapter) scrub(err error) error {
+	if err == nil || !strings.Contains(err.Error(), a.cfg.Token) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), a.cfg.Token, "[token]"))
+}
+
+// apiError returns Telegram's answer if err is one.
+func apiError(err error) (*tgbotapi.Error, bool) {
+	var e *tgbotapi.Error
+	if errors.As(err, &e) {
+		return e, true
+	}
+	var v tgbotapi.Error
+	if errors.As(err, &v) {
+		return &v, true
+	}
+	return nil, false
+}
+
+// Routes adds the webhook endpoint when a webhook is configured.
+func (a *Adapter) Routes(mux *http.ServeMux, d agent.Submitter) {
+	if a.cfg.WebhookURL == "" {
+		return
+	}
+	mux.Handle("POST /telegram/webhook", a.webhookHandler(d))
+}
+
+// webhookHandler checks the secret in constant time and answers 200 only
+// once the update is recorded; an error makes Telegram deliver it again.
+func (a *Adapter) webhookHandler(d agent.Submitter) http.Handler {
+	secret := []byte(a.cfg.WebhookSecret)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("X-Telegram-Bot-Api-Secret-Token"))
+		if subtle.ConstantTimeCompare(got, secret) != 1 {
+			a.log.Warn("telegram webhook request with a wrong secret refused")
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		var u update
+		if err := json.Unmarshal(body, &u); err != nil {
+			http.Error(w, "bad update", http.StatusBadRequest)
+			return
+		}
+		if err := a.handle(r.Context(), d, &u); err != nil {
+			a.log.Error("telegram update not recorded; Telegram will deliver it again", "err", err)
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+}
+
+// handle submits the message an update carries, if any.
+func (a *Adapter) handle(ctx context.Context, d agent.Submitter, u *update) error {
+	if ev := u.MyChatMember; ev != nil {
+		a.log.Info("telegram membership changed", "chat", ev.Chat.ID, "title", ev.Chat.Title, "status", ev.NewChatMember.Status, "by", ev.From.ID)
+		return nil
+	}
+	if u.EditedMessage != nil {
+		a.log.Debug("telegram edited message ignored", "chat", u.EditedMessage.Chat.ID)
+		return nil
+	}
+	in, ok := a.norm.inbound(u)
+	if !ok {
+		return nil
+	}
+	return d.Submit(ctx, in)
+}
+
+// Run registers the commands, then receives updates until ctx ends: by
+// webhook (setWebhook, then wait) or by long polling (deleteWebhook, then
+// poll).
+func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
+	a.setCommands(ctx)
+	if a.cfg.WebhookURL != "" {
+		allowed, _ := json.Marshal(allowedUpdates)
+		err := a.call(ctx, "setWebhook", tgbotapi.Params{"url": a.cfg.WebhookURL, "secret_token": a.cfg.WebhookSecret,
+			"allowed_updates": string(allowed)}, nil)
+		if err != nil {
+			return fmt.Errorf("telegram setWebhook: %w", err)
+		}
+		a.log.Info("telegram webhook set", "url", a.cfg.WebhookURL)
+		<-ctx.Done()
+		return nil
+	}
+	if err := a.call(ctx, "deleteWebhook", nil, nil); err != nil && ctx.Err() == nil {
+		a.log.Warn("telegram deleteWebhook failed", "err", err)
+	}
+	return a.poll(ctx, d)
+}
+
+func (a *Adapter) setCommands(ctx context.Context) {
+	cmds, _ := json.Marshal([]map[string]string{
+		{"command": "help", "description": "What I can do"},
+		{"command": "status", "description": "What I am doing here"},
+		{"command": "stop", "description": "Stop the running turn"},
+		{"command": "reset", "description": "Forget this conversation"},
+	})
+	if err := a.call(ctx, "setMyCommands", tgbotapi.Params{"commands": string(cmds)}, nil); err != nil && ctx.Err() == nil {
+		a.log.Warn("telegram setMyCommands failed", "err", err)
+	}
+}
+
+// poll is the long-polling loop. The offset moves past an update only
+// after Submit returned for it, so a crash in between means Telegram sends
+// it again; the dispatcher's dedup makes that one answer.
+func (a *Adapter) poll(ctx context.Context, d agent.Submitter) error {
+	var offset int64
+	allowed, _ := json.Marshal(allowedUpdates)
+	backoff := time.Second
+	conflictLogged := time.Time{}
+	for ctx.Err() == nil {
+		var updates []json.RawMessage
+		params := tgbotapi.Params{
+			"offset":          strconv.FormatInt(offset, 10),
+			"timeout":         strconv.Itoa(int(a.cfg.PollTimeout / time.Second)),
+			"allowed_updates": string(allowed),
+		}
+		err := a.call(ctx, "getUpdates", params, &updates)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			wait := backoff
+			if e, ok := apiError(err); ok {
+				switch {
+				case e.Code == http.StatusConflict:
+					// Another poller, or a webhook: one line a minute, not a flood.
+					if time.Since(conflictLogged) > time.Minute {
+						a.log.Error("telegram getUpdates conflict: another firstmate (or a webhook) uses this bot token; retrying", "err", e.Message)
+						conflictLogged = time.Now()
+					}
+				case e.RetryAfter > 0:
+					wait = time.Duration(e.RetryAfter) * time.Second
+				case e.Code == http.StatusUnauthorized:
+					return fmt.Errorf("telegram: the bot token was refused (revoked?): %s", e.Message)
+				default:
+					a.log.Warn("telegram getUpdates failed", "err", err)
+				}
+			} else {
+				a.log.Warn("telegram getUpdates failed", "err", err)
+			}
+			if !sleep(ctx, wait) {
+				return nil
+			}
+			backoff = min(backoff*2, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+		for _, raw := range updates {
+			var u update
+			if err := json.Unmarshal(raw, &u); err != nil {
+				a.log.Warn("telegram update not understood; skipped", "err", err)
+				continue // it can never be read; do not get stuck on it
+			}
+			for {
+				err := a.handle(ctx, d, &u)
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil || errors.Is(err, agent.ErrShutdown) {
+					return nil // not confirmed: it comes again after the restart
+				}
+				a.log.Error("telegram update not recorded; retrying", "update", u.UpdateID, "err", err)
+				if !sleep(ctx, time.Second) {
+					return nil
+				}
+			}
+			offset = u.UpdateID + 1
+		}
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends; it reports whether the wait completed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// limiter paces what the bot sends, under Telegram's limits: about one
+// message a second per private chat, twenty a minute per group, thirty a
+// second in all.
+type limiter struct {
+	mu     sync.Mutex
+	chats  map[string]*rate.Limiter
+	global *rate.Limiter
+}
+
+func newLimiter() *limiter {
+	return &limiter{chats: map[string]*rate.Limiter{}, global: rate.NewLimiter(30, 30)}
+}
+
+func (l *limiter) wait(ctx context.Context, chat string, group bool) error {
+	l.mu.Lock()
+	lim, ok := l.chats[chat]
+	if !ok {
+		if group {
+			lim = rate.NewLimiter(rate.Every(3*time.Second), 3)
+		} else {
+			lim = rate.NewLimiter(rate.Every(time.Second), 2)
+		}
+		l.chats[chat] = lim
+	}
+	l.mu.Unlock()
+	if err := lim.Wait(ctx); err != nil {
+		return err
+	}
+	return l.global.Wait(ctx)
+}
