@@ -23,6 +23,9 @@ const (
 	fallbackLimit = 3000
 	// editInterval paces the edits of one progress message.
 	editInterval = time.Second
+	// signOfLife is how long a turn without a tool call goes before its
+	// progress message shows: within the second people expect a sign.
+	signOfLife = 700 * time.Millisecond
 )
 
 const (
@@ -50,7 +53,8 @@ func (a *Adapter) Thread(key agent.SessionKey, trigger agent.Inbound) agent.Thre
 // thread renders one turn (or one command's reply) in a Slack thread.
 //
 // What people see, and what it costs: the progress message is the sign of
-// life, posted when the turn starts; it is edited when a tool starts (at
+// life, posted when the first tool starts (or after 700 ms without one; a
+// quicker answer needs no progress message); it is edited when a tool starts (at
 // most once a second, coalesced) and once at the end, when it shrinks to a
 // one-line summary; the answer is a new reply, so people are notified; a
 // ✅ or ❌ reaction on the message that asked marks the end. A turn with one
@@ -70,8 +74,9 @@ type thread struct {
 	stream     *streamer // assistant threads: the streamed answer
 	progress   adapters.Progress
 	throttle   *adapters.Throttle
-	progressTS string // the progress message, once posted
-	eyes       bool   // the 👀 reaction is on the trigger
+	lifeSign   *time.Timer // posts the progress message if no tool came first
+	progressTS string      // the progress message, once posted
+	eyes       bool        // the 👀 reaction is on the trigger
 }
 
 func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
@@ -97,9 +102,17 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 			return nil
 		}
 		// A throttle that outlives the turn's ctx: a stopped turn still
-		// gets its final summary.
+		// gets its final summary. The progress message appears with the
+		// first tool, or after signOfLife if none has started by then: a
+		// quick answer needs none.
 		t.throttle = adapters.NewThrottle(context.WithoutCancel(ctx), editInterval, t.editProgress)
-		t.throttle.Update(t.progress.Render(now, mode))
+		t.lifeSign = time.AfterFunc(signOfLife, func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if !t.progress.Done() {
+				t.throttle.Update(t.progress.Render(time.Now(), mode))
+			}
+		})
 		return nil
 	case agent.ToolStarted, agent.ApprovalNeeded:
 		t.progress.Apply(ev, now)
@@ -158,6 +171,7 @@ func (t *thread) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.throttle != nil {
+		t.lifeSign.Stop()
 		t.throttle.Close()
 	}
 	t.closeStatus()
@@ -177,8 +191,13 @@ func (t *thread) finishProgress(ctx context.Context, now time.Time) {
 	if t.throttle == nil {
 		return
 	}
+	t.lifeSign.Stop()
 	defer t.throttle.Close()
 	if t.progress.Calls() == 0 {
+		// A post may be on its way: let it land, then take it back.
+		if err := t.throttle.Flush(ctx); err != nil {
+			t.a.log.Warn("slack progress post", "err", err)
+		}
 		t.throttle.Close()
 		if t.progressTS != "" {
 			ts := t.progressTS
