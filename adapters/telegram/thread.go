@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -46,6 +47,9 @@ type thread struct {
 	replyTo int64  // the message being answered
 
 	mu        sync.Mutex
+	draft     *adapters.Throttle // private chats: the answer streamed as a draft
+	drafted   strings.Builder    // the text streamed so far
+	noDrafts  atomic.Bool        // the server has no sendMessageDraft (set off the Emit lock)
 	progress  adapters.Progress
 	throttle  *adapters.Throttle
 	messageID int64 // the progress message, once sent
@@ -75,7 +79,10 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 			t.throttle = adapters.NewThrottle(context.WithoutCancel(ctx), interval, t.editProgress)
 		}
 		t.throttle.Update(t.progress.Render(now, mode))
-	case agent.TextDelta, agent.ToolFinished:
+	case agent.TextDelta:
+		t.progress.Apply(ev, now)
+		t.streamDraft(ctx, ev.Text)
+	case agent.ToolFinished:
 		t.progress.Apply(ev, now) // shown with the next tool or at the end
 	case agent.Answer:
 		t.progress.Apply(ev, now)
@@ -107,11 +114,50 @@ func (t *thread) Close() error {
 	if t.throttle != nil {
 		t.throttle.Close()
 	}
+	if t.draft != nil {
+		t.draft.Close()
+	}
 	return nil
+}
+
+// streamDraft shows the answer as the model writes it, in private chats,
+// with sendMessageDraft (Bot API 9.3) at most once a second. A server
+// without it answers 404 once, and the answer then comes whole at the end.
+func (t *thread) streamDraft(ctx context.Context, delta string) {
+	if t.group || t.noDrafts.Load() || t.replyTo == 0 || t.a.cfg.Progress == adapters.ModeOff {
+		return
+	}
+	t.drafted.WriteString(delta)
+	if t.draft == nil {
+		draftID := strconv.FormatInt(t.replyTo, 10)
+		t.draft = adapters.NewThrottle(context.WithoutCancel(ctx), time.Second, func(ctx context.Context, text string) error {
+			p := t.params()
+			p["draft_id"] = draftID
+			p["text"] = text
+			err := t.a.call(ctx, "sendMessageDraft", p, nil)
+			if e, ok := apiError(err); ok && (e.Code == http.StatusNotFound || strings.Contains(e.Message, "method")) {
+				t.a.log.Info("telegram server has no sendMessageDraft; answers come whole")
+				t.noDrafts.Store(true)
+				return nil
+			}
+			return err
+		})
+	}
+	text := PlainText(t.drafted.String())
+	if units := adapters.UTF16(text); units > messageLimit {
+		// A draft shows the newest part once the answer outgrows a message.
+		parts := adapters.Split(text, messageLimit, adapters.UTF16)
+		text = parts[len(parts)-1]
+	}
+	t.draft.Update(text)
 }
 
 func (t *thread) finish(ctx context.Context, now time.Time) {
 	t.stopTyping()
+	if t.draft != nil {
+		t.draft.Close() // the answer replaces the draft
+		t.draft = nil
+	}
 	if t.throttle == nil {
 		return
 	}

@@ -403,3 +403,29 @@ func BenchmarkTelegramOffset(b *testing.B) {
 	b.ReportMetric(pct(0.5), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 }
+
+func TestTelegramDraftsInPrivateChats(t *testing.T) {
+	long := strings.Repeat("All work and no play makes a dull answer. ", 40)
+	slow := func(req *fakellm.Request) fakellm.Reply {
+		r := fakellm.Text(long)
+		r.Delay = 50 * time.Millisecond
+		return r
+	}
+	e := startTelegram(t, slow)
+	e.tg.PrivateMessage(faketelegram.Alice, "write a lot")
+	e.answers(t, faketelegram.Alice, 0, 1)
+	drafts := e.tg.Drafts()
+	if len(drafts) == 0 {
+		t.Fatalf("no draft streamed in a private chat\n%s", e.srv.logs())
+	}
+	if d := drafts[0]; d.Chat != faketelegram.Alice || d.Text == "" || !strings.HasPrefix(long, strings.TrimSpace(d.Text)) {
+		t.Errorf("draft %+v", d)
+	}
+	// A server without sendMessageDraft: the answer comes whole.
+	e2 := startTelegram(t, slow, faketelegram.WithoutMethods("sendMessageDraft"))
+	e2.tg.PrivateMessage(faketelegram.Bob, "write a lot")
+	got := e2.answers(t, faketelegram.Bob, 0, 1)
+	if !strings.Contains(got[0].Text, "dull answer") {
+		t.Errorf("answer %q", got[0].Text)
+	}
+}
