@@ -429,3 +429,40 @@ func TestTelegramDraftsInPrivateChats(t *testing.T) {
 		t.Errorf("answer %q", got[0].Text)
 	}
 }
+
+func TestTelegramWebhook(t *testing.T) {
+	const secret = "hook-secret_0123456789"
+	e := telegramBase(t, func(*fakellm.Request) fakellm.Reply { return fakellm.Text("over the webhook") })
+	addr := ""
+	for _, kv := range e.env {
+		if v, ok := strings.CutPrefix(kv, "FIRSTMATE_HTTP_ADDR="); ok {
+			addr = v
+		}
+	}
+	e.env = append(e.env, "TELEGRAM_WEBHOOK_URL=https://bot.example/telegram/webhook", "TELEGRAM_WEBHOOK_SECRET="+secret)
+	e.srv = startServe(t, e.env)
+	if !e.tg.WaitFor(20*time.Second, func() bool { wh, ok := e.tg.Webhook(); return ok && wh.SecretToken == secret }) {
+		t.Fatalf("no webhook set with the secret\n%s", e.srv.logs())
+	}
+	waitHTTP(t, "http://"+addr+"/healthz")
+	url := "http://" + addr + "/telegram/webhook"
+	u := e.tg.PrivateMessage(faketelegram.Alice, "hello by webhook")
+	for _, bad := range []faketelegram.DeliverOption{faketelegram.WrongSecret(), faketelegram.NoSecret()} {
+		if status, err := e.tg.DeliverWebhook(t.Context(), url, u, secret, bad); err != nil || status != 403 {
+			t.Errorf("a forged delivery: %d %v, want 403", status, err)
+		}
+	}
+	for range 2 { // delivered twice, answered once
+		if status, err := e.tg.DeliverWebhook(t.Context(), url, u, secret); err != nil || status != 200 {
+			t.Fatalf("delivery: %d %v", status, err)
+		}
+	}
+	e.answers(t, faketelegram.Alice, 0, 1)
+	time.Sleep(300 * time.Millisecond)
+	if n := len(e.llm.Requests()); n != 1 {
+		t.Errorf("%d model calls, want 1", n)
+	}
+	if e.tg.Count("getUpdates") != 0 {
+		t.Errorf("polled %d times with a webhook set", e.tg.Count("getUpdates"))
+	}
+}
