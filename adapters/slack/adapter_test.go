@@ -364,3 +364,40 @@ func TestAssistantThreadStatusAndStream(t *testing.T) {
 		t.Errorf("stream calls: start %d append %d stop %d", srv.Count("chat.startStream"), srv.Count("chat.appendStream"), srv.Count("chat.stopStream"))
 	}
 }
+
+// In a channel thread an answer that takes a while to write is posted at
+// its first words and edited as it grows; the final edit is the answer.
+func TestLiveAnswerInChannel(t *testing.T) {
+	srv := fakeslack.New(t)
+	a := newAdapter(t, srv, adapters.ModeFull)
+	key := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General, Thread: "1700.1"}
+	th := a.Thread(key, agent.Inbound{ReplyTo: "1700.1", User: agent.User{ID: fakeslack.Alice}})
+	ctx := t.Context()
+	th.Emit(ctx, agent.TurnStarted{Key: key})
+	words := strings.Fields("The build <!channel> broke because the cache was stale and the lock file was old")
+	for _, w := range words {
+		th.Emit(ctx, agent.TextDelta{Text: w + " "})
+		time.Sleep(120 * time.Millisecond)
+	}
+	final := "The build broke because the cache was stale."
+	if err := th.Emit(ctx, agent.Answer{Text: final}); err != nil {
+		t.Fatal(err)
+	}
+	var answers []fakeslack.Message
+	for _, m := range srv.Thread(fakeslack.General, "1700.1") {
+		if m.BotID != "" && m.Blocks != nil && !m.Deleted {
+			answers = append(answers, m)
+		}
+	}
+	if len(answers) != 1 || answers[0].Edits < 1 || !strings.Contains(string(answers[0].Blocks), final) {
+		t.Fatalf("answers %+v", answers)
+	}
+	for _, c := range srv.Calls("chat.update") {
+		if strings.Contains(c.Params.Get("blocks"), "<!channel>") {
+			t.Fatalf("a live edit could ping: %s", c.Params.Get("blocks"))
+		}
+	}
+	if n := srv.Count("chat.update"); n > 3 {
+		t.Errorf("%d edits for a 1.7 s answer; they should come at most once a second", n)
+	}
+}

@@ -70,8 +70,9 @@ type thread struct {
 	allowed       map[string]bool
 
 	mu         sync.Mutex
-	status     *status   // assistant threads: the status line
-	stream     *streamer // assistant threads: the streamed answer
+	status     *status     // assistant threads: the status line
+	stream     *streamer   // assistant threads: the streamed answer
+	live       *liveAnswer // elsewhere: the answer shown as it is written
 	progress   adapters.Progress
 	throttle   *adapters.Throttle
 	lifeSign   *time.Timer // posts the progress message if no tool came first
@@ -109,7 +110,7 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 		t.lifeSign = time.AfterFunc(signOfLife, func() {
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			if !t.progress.Done() {
+			if !t.progress.Done() && (t.live == nil || t.progress.Calls() > 0) {
 				t.throttle.Update(t.progress.Render(time.Now(), mode))
 			}
 		})
@@ -129,8 +130,16 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 		// Shown with the next tool or at the end: an edit per finished tool
 		// would double the calls of every turn.
 		t.progress.Apply(ev, now)
-		if d, ok := ev.(agent.TextDelta); ok && t.stream != nil {
-			t.stream.add(ctx, d.Text)
+		if d, ok := ev.(agent.TextDelta); ok {
+			switch {
+			case t.stream != nil:
+				t.stream.add(ctx, d.Text)
+			case t.trigger != "":
+				if t.live == nil {
+					t.live = t.startLiveAnswer(ctx)
+				}
+				t.live.add(d.Text)
+			}
 		}
 		return nil
 	case agent.Answer:
@@ -138,7 +147,15 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 		t.finishProgress(ctx, now)
 		t.closeStatus()
 		var err error
-		if t.stream == nil || !t.stream.finish(ctx) {
+		shown := false
+		switch {
+		case t.stream != nil:
+			shown = t.stream.finish(ctx)
+		case t.live != nil:
+			shown, err = t.live.finish(ctx, ev.Text)
+			t.live = nil
+		}
+		if !shown {
 			err = t.postMarkdown(ctx, ev.Text)
 		}
 		for _, f := range ev.Files {
@@ -155,6 +172,11 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 		t.closeStatus()
 		if t.stream != nil {
 			t.stream.finish(ctx) // what was written so far stays
+		}
+		if t.live != nil {
+			t.live.throttle.Flush(ctx) // what was written so far stays
+			t.live.throttle.Close()
+			t.live = nil
 		}
 		err := t.postText(ctx, ev.Message)
 		t.endReaction(ctx, reactFailed)
@@ -173,6 +195,9 @@ func (t *thread) Close() error {
 	if t.throttle != nil {
 		t.lifeSign.Stop()
 		t.throttle.Close()
+	}
+	if t.live != nil {
+		t.live.throttle.Close()
 	}
 	t.closeStatus()
 	return nil
