@@ -50,6 +50,9 @@ type thread struct {
 	draft     *adapters.Throttle // private chats: the answer streamed as a draft
 	drafted   strings.Builder    // the text streamed so far
 	noDrafts  atomic.Bool        // the server has no sendMessageDraft (set off the Emit lock)
+	live      *adapters.Throttle // without drafts: the answer posted early and edited
+	liveID    int64              // that message, once sent (written on live's goroutine)
+	liveFirst time.Time          // the first delta
 	progress  adapters.Progress
 	throttle  *adapters.Throttle
 	messageID int64 // the progress message, once sent
@@ -87,7 +90,10 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 	case agent.Answer:
 		t.progress.Apply(ev, now)
 		t.finish(ctx, now)
-		err := t.sendMarkdown(ctx, ev.Text)
+		shown, err := t.finishLive(ctx, ev.Text)
+		if !shown {
+			err = t.sendMarkdown(ctx, ev.Text)
+		}
 		for _, f := range ev.Files {
 			if ferr := t.sendDocument(ctx, f); ferr != nil {
 				t.a.log.Warn("telegram sendDocument failed", "file", f.Path, "err", ferr)
@@ -98,6 +104,11 @@ func (t *thread) Emit(ctx context.Context, ev agent.Event) error {
 	case agent.Failed:
 		t.progress.Apply(ev, now)
 		t.finish(ctx, now)
+		if t.live != nil {
+			t.live.Flush(ctx) // what was written so far stays
+			t.live.Close()
+			t.live = nil
+		}
 		return t.sendText(ctx, ev.Message)
 	case agent.Notice:
 		return t.sendText(ctx, ev.Text)
@@ -117,6 +128,9 @@ func (t *thread) Close() error {
 	if t.draft != nil {
 		t.draft.Close()
 	}
+	if t.live != nil {
+		t.live.Close()
+	}
 	return nil
 }
 
@@ -124,10 +138,17 @@ func (t *thread) Close() error {
 // with sendMessageDraft (Bot API 9.3) at most once a second. A server
 // without it answers 404 once, and the answer then comes whole at the end.
 func (t *thread) streamDraft(ctx context.Context, delta string) {
-	if t.group || t.noDrafts.Load() || t.replyTo == 0 || t.a.cfg.Progress == adapters.ModeOff {
+	if t.group || t.replyTo == 0 || t.a.cfg.Progress == adapters.ModeOff {
 		return
 	}
 	t.drafted.WriteString(delta)
+	if t.liveFirst.IsZero() {
+		t.liveFirst = time.Now()
+	}
+	if t.noDrafts.Load() {
+		t.liveAnswer(ctx)
+		return
+	}
 	if t.draft == nil {
 		draftID := strconv.FormatInt(t.replyTo, 10)
 		t.draft = adapters.NewThrottle(context.WithoutCancel(ctx), time.Second, func(ctx context.Context, text string) error {
@@ -150,6 +171,75 @@ func (t *thread) streamDraft(ctx context.Context, delta string) {
 		text = parts[len(parts)-1]
 	}
 	t.draft.Update(text)
+}
+
+// liveAnswer is the fallback where drafts are missing: an answer that
+// takes more than a second to write is sent at its first words and edited
+// at most once a second; the final answer replaces it (see finishLive).
+func (t *thread) liveAnswer(ctx context.Context) {
+	if time.Since(t.liveFirst) < time.Second {
+		return
+	}
+	if t.live == nil {
+		t.live = adapters.NewThrottle(context.WithoutCancel(ctx), time.Second, func(ctx context.Context, text string) error {
+			if t.liveID == 0 {
+				id, err := t.send(ctx, text, "", true)
+				t.liveID = id
+				return err
+			}
+			return t.edit(ctx, t.liveID, text, "")
+		})
+	}
+	text := PlainText(t.drafted.String())
+	if adapters.UTF16(text) > messageLimit-2 {
+		text = adapters.Split(text, messageLimit-2, adapters.UTF16)[0]
+	}
+	t.live.Update(text + " …")
+}
+
+// finishLive puts the final answer in the live message (its first part;
+// the rest follow as new messages). It reports whether there was a live
+// message; if not, the caller sends the answer whole.
+func (t *thread) finishLive(ctx context.Context, md string) (bool, error) {
+	if t.live == nil {
+		return false, nil
+	}
+	t.live.Flush(ctx) // a send in flight lands; then liveID is safe to read
+	t.live.Close()
+	t.live = nil
+	if t.liveID == 0 {
+		return false, nil
+	}
+	if strings.TrimSpace(md) == "" {
+		md = "(no answer)"
+	}
+	parts := SplitHTML(md, messageLimit)
+	err := t.edit(ctx, t.liveID, parts[0], "HTML")
+	if e, ok := apiError(err); ok && e.Code == http.StatusBadRequest && strings.Contains(e.Message, "parse") {
+		err = t.edit(ctx, t.liveID, VisibleText(parts[0]), "")
+	}
+	for _, part := range parts[1:] {
+		if _, serr := t.send(ctx, part, "HTML", false); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	return true, err
+}
+
+// edit replaces a message's text; "message is not modified" is success.
+func (t *thread) edit(ctx context.Context, id int64, text, parseMode string) error {
+	p := t.params()
+	delete(p, "message_thread_id")
+	p["message_id"] = strconv.FormatInt(id, 10)
+	p["text"] = text
+	if parseMode != "" {
+		p["parse_mode"] = parseMode
+	}
+	err := t.retry(ctx, func() error { return t.a.call(ctx, "editMessageText", p, nil) })
+	if e, ok := apiError(err); ok && strings.Contains(e.Message, "message is not modified") {
+		return nil
+	}
+	return err
 }
 
 func (t *thread) finish(ctx context.Context, now time.Time) {
@@ -225,14 +315,7 @@ func (t *thread) editProgress(ctx context.Context, text string) error {
 		t.messageID = id
 		return nil
 	}
-	p := t.params()
-	delete(p, "message_thread_id")
-	p["message_id"] = strconv.FormatInt(t.messageID, 10)
-	p["text"] = text
-	err := t.retry(ctx, func() error { return t.a.call(ctx, "editMessageText", p, nil) })
-	if e, ok := apiError(err); ok && strings.Contains(e.Message, "message is not modified") {
-		return nil
-	}
+	err := t.edit(ctx, t.messageID, text, "")
 	if e, ok := apiError(err); ok && e.Code == http.StatusBadRequest {
 		// The message is gone (deleted by someone): go on in a new one.
 		id, serr := t.send(ctx, text, "", true)
