@@ -21,6 +21,7 @@ type liveAnswer struct {
 	throttle *adapters.Throttle
 	written  strings.Builder
 	first    time.Time // the first delta
+	handed   time.Time // when the text was last handed to the throttle
 	ts       string    // the answer message, once posted (set on the throttle's goroutine)
 }
 
@@ -37,24 +38,29 @@ func (la *liveAnswer) add(delta string) {
 		la.first = time.Now()
 	}
 	la.written.WriteString(delta)
-	if time.Since(la.first) < editInterval {
+	// Cutting the whole text on every delta would be quadratic in a long
+	// answer: it is handed on a few times a second and cut when shown.
+	if time.Since(la.first) < editInterval || time.Since(la.handed) < 200*time.Millisecond {
 		return
 	}
+	la.handed = time.Now()
 	text := la.written.String()
 	cut := strings.LastIndexFunc(text, unicode.IsSpace)
-	if cut <= 0 {
-		return
-	}
-	part := adapters.Split(text[:cut], markdownLimit-2, adapters.Runes)[0]
-	if strings.TrimSpace(part) != "" {
-		la.throttle.Update(part + " …")
+	if cut > 0 && strings.TrimSpace(text[:cut]) != "" {
+		la.throttle.Update(text[:cut] + livePending)
 	}
 }
+
+// livePending marks a live answer that is still being written.
+const livePending = " …"
 
 // show posts or edits the answer message. It runs on the throttle's
 // goroutine.
 func (la *liveAnswer) show(ctx context.Context, md string) error {
 	t := la.t
+	if live, ok := strings.CutSuffix(md, livePending); ok {
+		md = adapters.Split(live, markdownLimit-len(livePending), adapters.Runes)[0] + livePending
+	}
 	md = SafeMarkdown(md, t.allowed)
 	opts := []slack.MsgOption{
 		slack.MsgOptionBlocks(slack.NewMarkdownBlock("", md)),

@@ -53,6 +53,7 @@ type thread struct {
 	live      *adapters.Throttle // without drafts: the answer posted early and edited
 	liveID    int64              // that message, once sent (written on live's goroutine)
 	liveFirst time.Time          // the first delta
+	lastShown time.Time          // when the streamed text was last handed on
 	progress  adapters.Progress
 	throttle  *adapters.Throttle
 	messageID int64 // the progress message, once sent
@@ -145,6 +146,13 @@ func (t *thread) streamDraft(ctx context.Context, delta string) {
 	if t.liveFirst.IsZero() {
 		t.liveFirst = time.Now()
 	}
+	// Rendering the whole text on every delta would be quadratic in a long
+	// answer; the text is handed on a few times a second and rendered only
+	// when it is sent.
+	if time.Since(t.lastShown) < 200*time.Millisecond {
+		return
+	}
+	t.lastShown = time.Now()
 	if t.noDrafts.Load() {
 		t.liveAnswer(ctx)
 		return
@@ -154,7 +162,7 @@ func (t *thread) streamDraft(ctx context.Context, delta string) {
 		t.draft = adapters.NewThrottle(context.WithoutCancel(ctx), time.Second, func(ctx context.Context, text string) error {
 			p := t.params()
 			p["draft_id"] = draftID
-			p["text"] = text
+			p["text"] = draftText(text)
 			err := t.a.call(ctx, "sendMessageDraft", p, nil)
 			if e, ok := apiError(err); ok && (e.Code == http.StatusNotFound || strings.Contains(e.Message, "method")) {
 				t.a.log.Info("telegram server has no sendMessageDraft; answers come whole")
@@ -164,13 +172,18 @@ func (t *thread) streamDraft(ctx context.Context, delta string) {
 			return err
 		})
 	}
-	text := PlainText(t.drafted.String())
-	if units := adapters.UTF16(text); units > messageLimit {
-		// A draft shows the newest part once the answer outgrows a message.
+	t.draft.Update(t.drafted.String())
+}
+
+// draftText is what a draft of the Markdown written so far shows: plain
+// text, the newest part once the answer outgrows one message.
+func draftText(md string) string {
+	text := PlainText(md)
+	if adapters.UTF16(text) > messageLimit {
 		parts := adapters.Split(text, messageLimit, adapters.UTF16)
 		text = parts[len(parts)-1]
 	}
-	t.draft.Update(text)
+	return text
 }
 
 // liveAnswer is the fallback where drafts are missing: an answer that
@@ -181,7 +194,12 @@ func (t *thread) liveAnswer(ctx context.Context) {
 		return
 	}
 	if t.live == nil {
-		t.live = adapters.NewThrottle(context.WithoutCancel(ctx), time.Second, func(ctx context.Context, text string) error {
+		t.live = adapters.NewThrottle(context.WithoutCancel(ctx), time.Second, func(ctx context.Context, md string) error {
+			text := PlainText(md)
+			if adapters.UTF16(text) > messageLimit-2 {
+				text = adapters.Split(text, messageLimit-2, adapters.UTF16)[0]
+			}
+			text += " …"
 			if t.liveID == 0 {
 				id, err := t.send(ctx, text, "", true)
 				t.liveID = id
@@ -190,11 +208,7 @@ func (t *thread) liveAnswer(ctx context.Context) {
 			return t.edit(ctx, t.liveID, text, "")
 		})
 	}
-	text := PlainText(t.drafted.String())
-	if adapters.UTF16(text) > messageLimit-2 {
-		text = adapters.Split(text, messageLimit-2, adapters.UTF16)[0]
-	}
-	t.live.Update(text + " …")
+	t.live.Update(t.drafted.String())
 }
 
 // finishLive puts the final answer in the live message (its first part;
