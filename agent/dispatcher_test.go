@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/store/local"
@@ -507,5 +508,23 @@ func TestFilesDownloadedAtTurnStart(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(tools.WorkspacePath(dir, keyA.Channel().String()), "uploads", "a.csv"))
 	if err != nil || string(data) != "data of a.csv" {
 		t.Fatalf("saved file: %q %v", data, err)
+	}
+}
+
+func TestHugeInputIsCutWithANote(t *testing.T) {
+	var input string
+	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
+		input = lastUser(req)
+		return answerWith("ok"), nil
+	}}
+	h := newHarness(t, m, 1)
+	huge := strings.Repeat("é", 100<<10) // 200 KiB of two-byte runes
+	h.submit(t, inbound(keyA, "m1", huge))
+	h.idle(t, keyA)
+	if len(input) > 70<<10 || !strings.Contains(input, "[message cut:") || !utf8.ValidString(input) {
+		t.Fatalf("the model got %d bytes (valid UTF-8: %v), ending %q", len(input), utf8.ValidString(input), input[max(0, len(input)-80):])
+	}
+	if answers, _, _ := h.p.final(keyA); len(answers) != 1 {
+		t.Fatalf("answers %q", answers)
 	}
 }
