@@ -401,3 +401,31 @@ func TestLiveAnswerInChannel(t *testing.T) {
 		t.Errorf("%d edits for a 1.7 s answer; they should come at most once a second", n)
 	}
 }
+
+// With progress off, 👀 is the sign of life and is swapped for ✅.
+func TestProgressOffUsesEyes(t *testing.T) {
+	srv := fakeslack.New(t)
+	a := newAdapter(t, srv, adapters.ModeOff)
+	ev := srv.Mention(fakeslack.General, fakeslack.Alice, "hi")
+	srv.SendEvent(ev) // stores the message the reactions go on
+	key := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General, Thread: ev.TS()}
+	th := a.Thread(key, agent.Inbound{ReplyTo: ev.TS()})
+	ctx := t.Context()
+	th.Emit(ctx, agent.TurnStarted{Key: key})
+	if r := srv.Reactions(fakeslack.General, ev.TS()); len(r) != 1 || r[0] != "eyes" {
+		t.Fatalf("reactions while working: %v", r)
+	}
+	th.Emit(ctx, agent.ToolStarted{CallID: "c", Name: "ls"})
+	th.Emit(ctx, agent.ToolFinished{CallID: "c", Name: "ls"})
+	if err := th.Emit(ctx, agent.Answer{Text: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := srv.Reactions(fakeslack.General, ev.TS()); len(r) != 1 || r[0] != "white_check_mark" {
+		t.Fatalf("reactions at the end: %v", r)
+	}
+	for _, m := range srv.Thread(fakeslack.General, ev.TS()) {
+		if m.BotID != "" && m.Blocks == nil {
+			t.Errorf("a progress message with progress off: %q", m.Text)
+		}
+	}
+}
