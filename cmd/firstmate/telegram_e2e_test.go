@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/fakeslack"
 	"github.com/firstmate/firstmate/internal/faketelegram"
 )
 
@@ -464,5 +465,23 @@ func TestTelegramWebhook(t *testing.T) {
 	}
 	if e.tg.Count("getUpdates") != 0 {
 		t.Errorf("polled %d times with a webhook set", e.tg.Count("getUpdates"))
+	}
+}
+
+func TestDoctorChecksPlatformTokens(t *testing.T) {
+	tg := faketelegram.New(t)
+	sl := fakeslack.New(t)
+	llm := fakellm.New(t)
+	env := []string{"OPENAI_BASE_URL=" + llm.URL(), "FIRSTMATE_MODEL=fake-model", "FIRSTMATE_DATA_DIR=" + t.TempDir(),
+		"TELEGRAM_BOT_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL(),
+		"SLACK_BOT_TOKEN=" + sl.BotToken(), "SLACK_APP_TOKEN=" + sl.AppToken(), "SLACK_API_URL=" + sl.APIURL()}
+	out, _, code := runBinary(t, env, "", "doctor")
+	if code != 0 || !strings.Contains(out, "ok    telegram   bot @firstmate_bot; long polling") || !strings.Contains(out, "ok    slack      bot U0BOT") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	env = append(env, "TELEGRAM_BOT_TOKEN=999:not-the-token")
+	out, _, code = runBinary(t, env, "", "doctor")
+	if code != 1 || !strings.Contains(out, "FAIL  telegram") || strings.Contains(out, "999:not-the-token") {
+		t.Fatalf("a refused token: exit %d:\n%s", code, out)
 	}
 }
