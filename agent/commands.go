@@ -40,14 +40,21 @@ Commands (send the word alone):
 // the reply is sent in the background so the platform is acknowledged
 // without waiting for it.
 func (d *Dispatcher) command(ctx context.Context, cmd string, in Inbound) error {
-	first, err := d.cfg.Store.Seen(ctx, in)
-	if err != nil {
-		return fmt.Errorf("record command: %w", err)
-	}
-	if !first {
-		return nil
+	// The effect comes first and is safe to repeat (reset, status and help
+	// are); the message is marked seen only once it took effect, so a
+	// failure here makes the platform deliver it again. Stop is the
+	// exception: a late redelivery must not stop the next turn.
+	if cmd == cmdStop {
+		first, err := d.cfg.Store.Seen(ctx, in)
+		if err != nil {
+			return fmt.Errorf("record command: %w", err)
+		}
+		if !first {
+			return nil
+		}
 	}
 	var reply string
+	var err error
 	switch cmd {
 	case cmdHelp:
 		reply = helpText
@@ -72,6 +79,15 @@ func (d *Dispatcher) command(ctx context.Context, cmd string, in Inbound) error 
 		reply, err = d.status(ctx, in.Key)
 		if err != nil {
 			return err
+		}
+	}
+	if cmd != cmdStop {
+		first, err := d.cfg.Store.Seen(ctx, in)
+		if err != nil {
+			return fmt.Errorf("record command: %w", err)
+		}
+		if !first {
+			return nil // a redelivery: it took effect again, harmlessly; reply once
 		}
 	}
 	th := d.thread(in.Key, in)

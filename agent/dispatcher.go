@@ -455,7 +455,10 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 		log.Error("commit turn failed; the turn is not saved", "err", commitErr)
 		result = turnNotSaved
 	}
-	ectx, ecancel := context.WithTimeout(bg, 30*time.Second)
+	// Showing the answer may wait out a platform's rate limits (adapters
+	// give up after a few minutes) and upload files: the turn is saved, so
+	// this is the only chance to deliver it.
+	ectx, ecancel := context.WithTimeout(bg, 5*time.Minute)
 	defer ecancel()
 	took := time.Since(start)
 	if err != nil {

@@ -429,3 +429,55 @@ func TestProgressOffUsesEyes(t *testing.T) {
 		}
 	}
 }
+
+// A ping split across two streamed pieces is caught: the pieces together
+// are what SafeMarkdown makes of the whole.
+func TestStreamNeutralizesAcrossPieces(t *testing.T) {
+	th := &thread{allowed: map[string]bool{}}
+	s := &streamer{t: th}
+	var sent strings.Builder
+	for _, piece := range []string{"see [here](", " !channel) now", " and <!her", "e> too"} {
+		sent.WriteString(s.safeChunk(piece))
+	}
+	whole := "see [here]( !channel) now and <!here> too"
+	if got, want := sent.String(), SafeMarkdown(whole, nil); got != want {
+		t.Fatalf("streamed %q, want %q", got, want)
+	}
+	if strings.Contains(sent.String(), "!channel)") && !strings.Contains(sent.String(), "\u200b") {
+		t.Fatalf("the split link still pings: %q", sent.String())
+	}
+}
+
+func TestMentionsMe(t *testing.T) {
+	n := &normalizer{me: me}
+	for text, want := range map[string]bool{
+		"<@UBOT> hi":               true,
+		"<@UBOT|firstmate> hi":     true,
+		"<@UBOT2> is someone else": false,
+		"<@UBOT2> and <@UBOT> too": true,
+		"no mention":               false,
+		"<@UBOT":                   false,
+	} {
+		if got := n.mentionsMe(text); got != want {
+			t.Errorf("mentionsMe(%q) = %v", text, got)
+		}
+	}
+}
+
+func TestFileHostOK(t *testing.T) {
+	a := &Adapter{cfg: Config{APIURL: "http://127.0.0.1:9999/api/"}}
+	for u, want := range map[string]bool{
+		"https://files.slack.com/files-pri/T1-F1/a.csv": true,
+		"https://slack-gov.com/x":                       true,
+		"http://files.slack.com/x":                      false, // not https
+		"https://files.slack.com.evil.example/x":        false,
+		"https://evil.example/files.slack.com":          false,
+		"http://127.0.0.1:9999/files/F1":                true, // the configured API host
+		"http://127.0.0.1:8888/files/F1":                false,
+		"not a url":                                     false,
+	} {
+		if got := a.fileHostOK(u); got != want {
+			t.Errorf("fileHostOK(%q) = %v", u, got)
+		}
+	}
+}

@@ -94,8 +94,10 @@ func (la *liveAnswer) finish(ctx context.Context, answer string) (bool, error) {
 	la.throttle.Update(parts[0])
 	err := la.throttle.Flush(ctx)
 	la.throttle.Close()
-	if la.ts == "" {
-		return false, nil // not posted: the caller posts the answer whole
+	if la.ts == "" || err != nil {
+		// Not posted, or the final edit failed (the message would keep
+		// the partial text): the caller posts the answer whole.
+		return false, nil
 	}
 	for _, part := range parts[1:] {
 		part = SafeMarkdown(part, la.t.allowed)

@@ -95,8 +95,10 @@ type streamer struct {
 	t       *thread
 	mu      sync.Mutex
 	pending strings.Builder
-	ts      string // the streaming message, once started
-	failed  bool   // streaming is not available; the answer is posted whole
+	raw     strings.Builder // all text sent so far, as the model wrote it
+	safe    string          // SafeMarkdown of raw: what Slack has
+	ts      string          // the streaming message, once started
+	failed  bool            // streaming is not available; the answer is posted whole
 	last    time.Time
 }
 
@@ -125,7 +127,7 @@ func (s *streamer) sendLocked(ctx context.Context, final bool) {
 			return
 		}
 	}
-	chunk := SafeMarkdown(text[:cut], s.t.allowed)
+	chunk := s.safeChunk(text[:cut])
 	rest := text[cut:]
 	if strings.TrimSpace(chunk) == "" && s.ts == "" && !final {
 		return
@@ -155,6 +157,25 @@ func (s *streamer) sendLocked(ctx context.Context, final bool) {
 	s.last = time.Now()
 }
 
+// safeChunk returns what to append for the model's next piece of text.
+// Slack joins the pieces into one message, so a ping split across two
+// ("[here](" then " !channel)") must be caught: the whole text so far is
+// neutralized and only what is new is sent. Neutralizing inserts
+// characters at the dangerous token, which is in the new part; if the
+// already-sent part would change anyway, the piece is neutralized alone.
+func (s *streamer) safeChunk(piece string) string {
+	s.raw.WriteString(piece)
+	all := SafeMarkdown(s.raw.String(), s.t.allowed)
+	if !strings.HasPrefix(all, s.safe) {
+		chunk := SafeMarkdown(piece, s.t.allowed)
+		s.safe += chunk
+		return chunk
+	}
+	chunk := all[len(s.safe):]
+	s.safe = all
+	return chunk
+}
+
 // finish sends what is left and stops the stream. It reports whether the
 // answer went out as a stream (false: post it whole).
 func (s *streamer) finish(ctx context.Context) bool {
@@ -163,7 +184,7 @@ func (s *streamer) finish(ctx context.Context) bool {
 	if s.failed || s.ts == "" {
 		return false
 	}
-	rest := SafeMarkdown(s.pending.String(), s.t.allowed)
+	rest := s.safeChunk(s.pending.String())
 	var opts []slack.MsgOption
 	if rest != "" {
 		opts = append(opts, slack.MsgOptionMarkdownText(rest))

@@ -83,7 +83,22 @@ func (n *normalizer) fromPerson(user, botID string) bool {
 }
 
 func (n *normalizer) mentionsMe(text string) bool {
-	return n.me.BotUserID != "" && strings.Contains(text, "<@"+n.me.BotUserID)
+	if n.me.BotUserID == "" {
+		return false
+	}
+	tag := "<@" + n.me.BotUserID
+	for i := strings.Index(text, tag); i >= 0; {
+		end := i + len(tag)
+		if end < len(text) && (text[end] == '>' || text[end] == '|') {
+			return true
+		}
+		j := strings.Index(text[end:], tag)
+		if j < 0 {
+			break
+		}
+		i = end + j
+	}
+	return false
 }
 
 func (n *normalizer) message(team, channel, thread, ts, user, text string, files []slack.File, addressed, followUp bool) agent.Inbound {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path"
 	"strings"
 
@@ -24,6 +25,9 @@ func (a *Adapter) Download(ctx context.Context, f agent.File, ws *tools.Workspac
 	}
 	if f.URL == "" {
 		return "", errors.New("Slack gave no download link (the app may lack the files:read scope)")
+	}
+	if !a.fileHostOK(f.URL) {
+		return "", fmt.Errorf("the file's link is not on Slack (%s); not downloaded", hostOf(f.URL))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.URL, nil)
 	if err != nil {
@@ -49,18 +53,42 @@ func (a *Adapter) Download(ctx context.Context, f agent.File, ws *tools.Workspac
 	return dest, nil
 }
 
+// fileHostOK reports whether the bot token may be sent to a file link:
+// Slack's own hosts, or the configured Web API host (GovSlack, a proxy, a
+// test server).
+func (a *Adapter) fileHostOK(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	host := u.Hostname()
+	if api, err := url.Parse(a.cfg.APIURL); err == nil && a.cfg.APIURL != "" && api.Host == u.Host {
+		return true
+	}
+	return u.Scheme == "https" && (host == "slack.com" || strings.HasSuffix(host, ".slack.com") ||
+		host == "slack-gov.com" || strings.HasSuffix(host, ".slack-gov.com"))
+}
+
+func hostOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Host
+	}
+	return "?"
+}
+
 // upload attaches a workspace file to the thread (files upload v2).
 func (t *thread) upload(ctx context.Context, f agent.Attachment) error {
-	r, size, err := f.Open()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	if size == 0 {
-		return errors.New("the file is empty")
-	}
 	return retry(ctx, func() error {
-		_, err := t.a.api.UploadFileContext(ctx, slack.UploadFileParameters{
+		// Opened for each try: a retried upload starts from the beginning.
+		r, size, err := f.Open()
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		if size == 0 {
+			return errors.New("the file is empty")
+		}
+		_, err = t.a.api.UploadFileContext(ctx, slack.UploadFileParameters{
 			Reader: r, FileSize: int(size), Filename: path.Base(f.Path), Title: path.Base(f.Path),
 			Channel: t.channel, ThreadTimestamp: t.threadTS,
 		})

@@ -157,7 +157,7 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, d ag
 			a.log.Error("slack event not recorded; Slack will send it again", "err", err)
 			return
 		}
-		a.ack(sm, evt.Request, nil)
+		a.ack(ctx, sm, evt.Request, nil)
 	case socketmode.EventTypeSlashCommand:
 		cmd, ok := evt.Data.(slack.SlashCommand)
 		if !ok || evt.Request == nil {
@@ -168,10 +168,10 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, d ag
 			a.log.Error("slash command not recorded", "err", err)
 			return
 		}
-		a.ack(sm, evt.Request, reply)
+		a.ack(ctx, sm, evt.Request, reply)
 	case socketmode.EventTypeInteractive:
 		if evt.Request != nil {
-			a.ack(sm, evt.Request, nil)
+			a.ack(ctx, sm, evt.Request, nil)
 		}
 	case socketmode.EventTypeConnecting:
 		a.log.Debug("slack socket mode connecting")
@@ -184,14 +184,12 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, d ag
 	}
 }
 
-func (a *Adapter) ack(sm *socketmode.Client, req *socketmode.Request, payload any) {
-	var err error
-	if payload != nil {
-		err = sm.Ack(*req, payload)
-	} else {
-		err = sm.Ack(*req)
-	}
-	if err != nil {
+func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, req *socketmode.Request, payload any) {
+	// With a ctx: during a reconnect the client's send queue can be full,
+	// and a plain Ack would then block the event loop for good.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := sm.AckCtx(ctx, req.EnvelopeID, payload); err != nil {
 		a.log.Warn("slack ack failed; Slack will send the event again", "err", err)
 	}
 }

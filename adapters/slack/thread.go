@@ -257,8 +257,8 @@ func (t *thread) editProgress(ctx context.Context, text string) error {
 	if err == nil {
 		return nil
 	}
-	if _, limited := err.(*slack.RateLimitedError); limited || ctx.Err() != nil {
-		return wrapRateLimit(err)
+	if !messageGone(err) {
+		return wrapRateLimit(err) // a 429 waits; a passing fault tries again with the next text
 	}
 	// The message is gone or cannot be edited (deleted by someone, too
 	// old): the progress goes on in a new one.
@@ -346,6 +346,14 @@ func (t *thread) endReaction(ctx context.Context, name string) {
 		t.eyes = false
 	}
 	t.react(ctx, name, true)
+}
+
+// messageGone reports whether an edit failed because the message cannot be
+// edited any more (deleted, too old), not for a passing fault.
+func messageGone(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "message_not_found") || strings.Contains(msg, "cant_update_message") ||
+		strings.Contains(msg, "edit_window_closed")
 }
 
 func wrapRateLimit(err error) error {

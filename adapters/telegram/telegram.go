@@ -39,6 +39,9 @@ type Config struct {
 // The Bot API's own cap on getFile downloads.
 const botAPIFileCap = 20 << 20
 
+// callTimeout bounds one Bot API call other than a long poll.
+const callTimeout = 60 * time.Second
+
 // allowedUpdates are the update kinds the adapter reads.
 var allowedUpdates = []string{"message", "edited_message", "channel_post", "my_chat_member", "callback_query"}
 
@@ -116,6 +119,15 @@ func (a *Adapter) bot(ctx context.Context) *tgbotapi.BotAPI {
 // result into out (if not nil). Errors are *tgbotapi.Error when Telegram
 // answered; the token never appears in them.
 func (a *Adapter) call(ctx context.Context, method string, params tgbotapi.Params, out any) error {
+	// A half-open connection must not hang a call (or the poll loop) until
+	// TCP gives up: every call has a deadline, a long poll its own timeout
+	// and some slack.
+	limit := callTimeout
+	if method == "getUpdates" {
+		limit = a.cfg.PollTimeout + 10*time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	resp, err := a.bot(ctx).MakeRequest(method, params)
 	if err != nil {
 		return a.scrub(err)

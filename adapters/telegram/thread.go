@@ -232,6 +232,11 @@ func (t *thread) finishLive(ctx context.Context, md string) (bool, error) {
 	if e, ok := apiError(err); ok && e.Code == http.StatusBadRequest && strings.Contains(e.Message, "parse") {
 		err = t.edit(ctx, t.liveID, VisibleText(parts[0]), "")
 	}
+	if err != nil {
+		// The message would keep the partial text: send the answer whole.
+		t.a.log.Warn("telegram final edit of the live answer failed; sending it whole", "err", err)
+		return false, nil
+	}
 	for _, part := range parts[1:] {
 		if _, serr := t.send(ctx, part, "HTML", false); serr != nil && err == nil {
 			err = serr
@@ -284,9 +289,9 @@ func (t *thread) startTyping(ctx context.Context) {
 			t.a.log.Debug("telegram sendChatAction", "err", err)
 		}
 	}
-	send()
 	go func() {
 		defer close(t.typingEnd)
+		send() // off the Emit lock: a slow server must not hold the turn's events
 		tick := time.NewTicker(typingInterval)
 		defer tick.Stop()
 		for {
