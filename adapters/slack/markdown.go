@@ -11,29 +11,16 @@ import (
 	"html"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/yuin/goldmark"
+	"github.com/firstmate/firstmate/adapters"
 	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
 	east "github.com/yuin/goldmark/extension/ast"
 	ghtml "github.com/yuin/goldmark/renderer/html"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
 )
-
-// mdParser parses CommonMark with GitHub's strikethrough, tables, task
-// lists and bare-URL links, which is what models write.
-var mdParser = sync.OnceValue(func() goldmark.Markdown {
-	return goldmark.New(goldmark.WithExtensions(
-		extension.Strikethrough,
-		extension.Table,
-		extension.TaskList,
-		extension.Linkify,
-	))
-})
 
 // RenderMrkdwn converts Markdown to Slack mrkdwn, for a message's text field
 // and for section blocks: **bold** → *bold*, _italic_, ~~strike~~ → ~strike~,
@@ -49,7 +36,7 @@ var mdParser = sync.OnceValue(func() goldmark.Markdown {
 // none panics.
 func RenderMrkdwn(md string) string {
 	src := []byte(md)
-	doc := mdParser().Parser().Parse(text.NewReader(src))
+	doc := adapters.MarkdownParser().Parser().Parse(text.NewReader(src))
 	r := &mrkdwnRenderer{src: src}
 	lines := r.blocks(doc, "\n")
 	var b strings.Builder
@@ -241,7 +228,7 @@ func (r *mrkdwnRenderer) table(n *east.Table) []mrkdwnLine {
 			if i > 0 {
 				b.WriteString(" | ")
 			}
-			b.WriteString(padCell(c, width[i], align))
+			b.WriteString(adapters.PadCell(c, width[i], align))
 		}
 		b.WriteByte('\n')
 		if ri == 0 {
@@ -255,20 +242,6 @@ func (r *mrkdwnRenderer) table(n *east.Table) []mrkdwnLine {
 		}
 	}
 	return mrkdwnCode(b.String())
-}
-
-func padCell(s string, width int, align east.Alignment) string {
-	gap := width - utf8.RuneCountInString(s)
-	if gap <= 0 {
-		return s
-	}
-	switch align {
-	case east.AlignRight:
-		return strings.Repeat(" ", gap) + s
-	case east.AlignCenter:
-		return strings.Repeat(" ", gap/2) + s + strings.Repeat(" ", gap-gap/2)
-	}
-	return s + strings.Repeat(" ", gap)
 }
 
 // mrkdwnCode is a ``` block of raw text. Slack has no way to escape ``` in
@@ -415,7 +388,7 @@ func (r *mrkdwnRenderer) inline(w *mrkdwnWriter, n ast.Node) {
 		case strings.Contains(url, "|"):
 			// A model that knows it is in Slack writes <url|text>.
 			url, label, _ = strings.Cut(url, "|")
-		case !strings.Contains(url, "://") && !hasScheme(url):
+		case !strings.Contains(url, "://") && !adapters.HasScheme(url):
 			url = "http://" + url // linkify's www.example.com
 		}
 		r.emitLink(w, string(util.URLEscape([]byte(url), false)), escapeMrkdwn(label))
@@ -426,7 +399,7 @@ func (r *mrkdwnRenderer) inline(w *mrkdwnWriter, n ast.Node) {
 			b.Write(seg.Value(r.src))
 		}
 		raw := b.String()
-		if isBreakTag(raw) {
+		if adapters.IsBreakTag(raw) {
 			if r.labelMode > 0 {
 				w.text(" ")
 			} else {
@@ -549,19 +522,6 @@ func plausibleEmail(addr string) bool {
 	return true
 }
 
-func hasScheme(url string) bool {
-	i := strings.IndexByte(url, ':')
-	if i <= 0 {
-		return false
-	}
-	for _, c := range url[:i] {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
-
 // linkableURL: the schemes Slack makes links of, and nothing that could be
 // read as a mention or a broadcast.
 func linkableURL(url string) bool {
@@ -585,11 +545,6 @@ func linkURL(url string) string {
 		"\r", "",
 		" ", "%20",
 	).Replace(url)
-}
-
-func isBreakTag(raw string) bool {
-	s := strings.ToLower(strings.Join(strings.Fields(raw), ""))
-	return s == "<br>" || s == "<br/>"
 }
 
 // plain resolves Markdown's backslash escapes and entities in a text

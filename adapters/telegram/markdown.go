@@ -6,30 +6,16 @@ import (
 	"html"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/firstmate/firstmate/adapters"
-	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
 	east "github.com/yuin/goldmark/extension/ast"
 	ghtml "github.com/yuin/goldmark/renderer/html"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
 )
-
-// mdParser parses CommonMark with GitHub's strikethrough, tables, task
-// lists and bare-URL links, which is what models write.
-var mdParser = sync.OnceValue(func() goldmark.Markdown {
-	return goldmark.New(goldmark.WithExtensions(
-		extension.Strikethrough,
-		extension.Table,
-		extension.TaskList,
-		extension.Linkify,
-	))
-})
 
 // RenderHTML converts Markdown to the HTML of the Bot API's parse_mode
 // HTML: **bold** → <b>, *italic* → <i>, ~~strike~~ → <s>, `code` → <code>,
@@ -55,7 +41,7 @@ func PlainText(md string) string { return renderTelegram(md, true) }
 
 func renderTelegram(md string, plain bool) string {
 	src := []byte(normalizeMarkdown(md))
-	doc := mdParser().Parser().Parse(text.NewReader(src))
+	doc := adapters.MarkdownParser().Parser().Parse(text.NewReader(src))
 	r := &htmlRenderer{src: src, plain: plain}
 	var b strings.Builder
 	for i, l := range r.blocks(doc, true) {
@@ -341,7 +327,7 @@ func (r *htmlRenderer) table(n *east.Table) []htmlLine {
 			if i > 0 {
 				line.WriteString(" | ")
 			}
-			line.WriteString(padTableCell(c, width[i], align))
+			line.WriteString(adapters.PadCell(c, width[i], align))
 		}
 		b.WriteString(strings.TrimRight(line.String(), " "))
 		b.WriteByte('\n')
@@ -356,20 +342,6 @@ func (r *htmlRenderer) table(n *east.Table) []htmlLine {
 		}
 	}
 	return r.codeBlock(b.String(), "")
-}
-
-func padTableCell(s string, width int, align east.Alignment) string {
-	gap := width - utf8.RuneCountInString(s)
-	if gap <= 0 {
-		return s
-	}
-	switch align {
-	case east.AlignRight:
-		return strings.Repeat(" ", gap) + s
-	case east.AlignCenter:
-		return strings.Repeat(" ", gap/2) + s + strings.Repeat(" ", gap-gap/2)
-	}
-	return s + strings.Repeat(" ", gap)
 }
 
 // inlines renders n's inline children, inside the element tag if one is
@@ -453,7 +425,7 @@ func (r *htmlRenderer) inline(w *htmlWriter, n ast.Node) {
 			if !strings.HasPrefix(strings.ToLower(url), "mailto:") {
 				url = "mailto:" + url
 			}
-		case !strings.Contains(url, "://") && !mdHasScheme(url):
+		case !strings.Contains(url, "://") && !adapters.HasScheme(url):
 			url = "http://" + url // linkify's www.example.com
 		}
 		url = string(util.URLEscape([]byte(url), false))
@@ -466,7 +438,7 @@ func (r *htmlRenderer) inline(w *htmlWriter, n ast.Node) {
 		w.close()
 	case *ast.RawHTML:
 		raw := mdSegmentsText(r.src, n.Segments)
-		if isHTMLBreakTag(raw) {
+		if adapters.IsBreakTag(raw) {
 			r.lineBreak(w)
 			return
 		}
@@ -541,19 +513,6 @@ func htmlLinkTag(url string) string {
 	return `<a href="` + escapeHTMLAttr(url) + `">`
 }
 
-func mdHasScheme(url string) bool {
-	i := strings.IndexByte(url, ':')
-	if i <= 0 {
-		return false
-	}
-	for _, c := range url[:i] {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
-
 // htmlLinkable: the schemes that may become a Telegram link. tg: links are
 // Telegram's own (tg://user?id=… mentions a user).
 func htmlLinkable(url string) bool {
@@ -564,11 +523,6 @@ func htmlLinkable(url string) bool {
 		}
 	}
 	return false
-}
-
-func isHTMLBreakTag(raw string) bool {
-	s := strings.ToLower(strings.Join(strings.Fields(raw), ""))
-	return s == "<br>" || s == "<br/>"
 }
 
 // mdUnescape resolves Markdown's backslash escapes and entities in a text
