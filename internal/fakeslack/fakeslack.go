@@ -51,6 +51,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/firstmate/firstmate/internal/changes"
 )
 
 // The workspace every fake starts with. Options add to it.
@@ -129,8 +131,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	closed   bool
-	changed  chan struct{} // closed and replaced on every recorded change
-	lastTS   int64         // microseconds of the last ts handed out
+	changes  changes.Signal // notified on every recorded change
+	lastTS   int64          // microseconds of the last ts handed out
 	users    map[string]User
 	channels map[string]Channel
 	web      webState
@@ -200,7 +202,6 @@ func New(tb TB, opts ...Option) *Server {
 	}
 	s := &Server{
 		done:              make(chan struct{}),
-		changed:           make(chan struct{}),
 		teamID:            DefaultTeamID,
 		teamDomain:        "fake",
 		botUserID:         DefaultBotUserID,
@@ -319,29 +320,12 @@ const (
 // records (a call, a message, an ack, a connection); it may call the
 // fake's methods.
 func (s *Server) WaitFor(timeout time.Duration, cond func() bool) bool {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
-		if cond() {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-t.C:
-			return cond()
-		case <-s.done:
-			return cond()
-		}
-	}
+	return s.changes.WaitFor(timeout, s.done, cond)
 }
 
 // notifyLocked wakes WaitFor. s.mu must be held.
 func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changes.Notify()
 }
 
 // nextTSLocked hands out message timestamps as Slack writes them

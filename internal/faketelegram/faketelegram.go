@@ -56,6 +56,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/firstmate/firstmate/internal/changes"
 )
 
 // The bot, people and chats every fake starts with. Options add to them.
@@ -118,7 +120,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	closed  bool
-	changed chan struct{} // closed and replaced on every recorded change
+	changes changes.Signal // notified on every recorded change
 	web     webState
 	store   store
 	upd     updateState
@@ -186,7 +188,6 @@ func New(tb TB, opts ...Option) *Server {
 	}
 	s := &Server{
 		done:          make(chan struct{}),
-		changed:       make(chan struct{}),
 		bot:           User{ID: DefaultBotID, IsBot: true, FirstName: DefaultBotName, Username: DefaultBotUsername},
 		disabled:      map[string]bool{},
 		firstUpdateID: 100000001,
@@ -283,29 +284,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // records (a call, a message, an update, a delivery); it may call the
 // fake's methods.
 func (s *Server) WaitFor(timeout time.Duration, cond func() bool) bool {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
-		if cond() {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-t.C:
-			return cond()
-		case <-s.done:
-			return cond()
-		}
-	}
+	return s.changes.WaitFor(timeout, s.done, cond)
 }
 
 // notifyLocked wakes WaitFor. s.mu must be held.
 func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changes.Notify()
 }
 
 func (s *Server) log(msg string, args ...any) {
