@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+
+	"github.com/firstmate/firstmate/tools/sandbox"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; otherwise
@@ -30,6 +32,9 @@ See deploy/firstmate.example.yaml and README.md.
 `
 
 func main() {
+	// Shell commands run in this same binary re-executed as the sandbox
+	// helper; it takes over here before anything else runs.
+	sandbox.MaybeHelper()
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

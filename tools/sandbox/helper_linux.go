@@ -1,0 +1,442 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// The helper's inherited descriptors (exec.Cmd.ExtraFiles start at 3).
+const (
+	fdWorkspace = 3 // the workspace directory, bind-mounted at /workspace
+	fdStatus    = 4 // setup errors; closed on exec, so EOF means the command started
+)
+
+// spec is what the parent tells the helper, as JSON in argv[1].
+type spec struct {
+	Script  string `json:"script"`
+	Dir     string `json:"dir"`            // the workspace's host path
+	BindDir bool   `json:"bind,omitempty"` // fd 3 is the directory itself, not a detached mount
+	Path    string `json:"path"`
+	Limits  Limits `json:"limits"`
+	Probe   *probe `json:"probe,omitempty"`
+	NoFSize bool   `json:"no_fsize,omitempty"` // over quota: files may not grow
+}
+
+// probe asks the helper, once confined, to try what must fail instead of
+// running a command.
+type probe struct {
+	Canary   string `json:"canary"`   // a host file that must be unreadable
+	Loopback string `json:"loopback"` // a host loopback address that must be unreachable
+	Socket   string `json:"socket"`   // a host unix socket that must be unreachable
+}
+
+// MaybeHelper runs the sandbox helper and exits if this process was started
+// as one; otherwise it returns at once.
+func MaybeHelper() {
+	if len(os.Args) < 2 || os.Args[0] != HelperName {
+		return
+	}
+	// Every per-thread step (capabilities, no_new_privs, Landlock, seccomp)
+	// must happen on the thread that calls execve.
+	runtime.LockOSThread()
+	status := os.NewFile(fdStatus, "status")
+	fail := func(err error) {
+		fmt.Fprintf(status, "%v", err)
+		os.Exit(127)
+	}
+	var sp spec
+	if err := json.Unmarshal([]byte(os.Args[1]), &sp); err != nil {
+		fail(fmt.Errorf("bad spec: %w", err))
+	}
+	if err := confine(&sp); err != nil {
+		fail(err)
+	}
+	if sp.Probe != nil {
+		os.Exit(runProbe(sp.Probe, status))
+	}
+	env := []string{"PATH=" + sp.Path, "HOME=/workspace", "LANG=C.UTF-8"}
+	err := unix.Exec("/bin/sh", []string{"sh", "-c", sp.Script}, env)
+	fail(fmt.Errorf("exec /bin/sh: %w", err))
+}
+
+// confine builds the sandbox around this process. It runs as root of a new
+// user namespace (mapped to an unprivileged host uid) with full
+// capabilities there, and ends with none.
+func confine(sp *spec) error {
+	if err := buildRoot(sp.Dir, sp.BindDir, sp.Limits.TmpSize); err != nil {
+		return err
+	}
+	if err := unix.Sethostname([]byte("sandbox")); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	for _, fd := range []int{fdWorkspace, fdStatus} {
+		unix.CloseOnExec(fd)
+	}
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := applyLandlock(); err != nil {
+		return err
+	}
+	if err := installSeccomp(); err != nil {
+		return err
+	}
+	return setRlimits(sp.Limits, sp.NoFSize)
+}
+
+const newRoot = "/tmp" // any directory: it is covered by a tmpfs in this mount namespace only
+
+func buildRoot(dir string, bindDir bool, tmpSize int64) error {
+	// Nothing mounted here may propagate back to the host.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	wsMount := fdWorkspace
+	if bindDir {
+		// Without privilege in the host's namespace the parent could not
+		// detach a copy of the mount; bind the path (our uid owns it), once
+		// it is checked to be the directory the parent opened.
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open workspace: %w", err)
+		}
+		defer unix.Close(fd)
+		var a, b unix.Stat_t
+		if unix.Fstat(fd, &a) != nil || unix.Fstat(fdWorkspace, &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
+			return errors.New("the workspace directory was replaced while the sandbox started")
+		}
+		stage := filepath.Join("/proc/self/fd", fmt.Sprint(fd))
+		tfd, err := unix.OpenTree(unix.AT_FDCWD, stage, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("clone workspace mount: %w", err)
+		}
+		defer unix.Close(tfd)
+		wsMount = tfd
+	}
+	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=1m,nr_inodes=4096,mode=0755"); err != nil {
+		return fmt.Errorf("mount root tmpfs: %w", err)
+	}
+	r := func(p string) string { return filepath.Join(newRoot, p) }
+	for _, d := range []string{"usr", "etc", "workspace", "tmp", "proc", "dev"} {
+		if err := os.Mkdir(r(d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := bindRO("/usr", r("usr")); err != nil {
+		return err
+	}
+	// The top-level links of a merged /usr (bin -> usr/bin, …), or
+	// read-only binds where /usr is not merged.
+	for _, d := range []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"} {
+		if err := mirror("/"+d, r(d)); err != nil {
+			return err
+		}
+	}
+	if err := buildEtc(r("etc")); err != nil {
+		return err
+	}
+	// A detached copy of the workspace mount (made by the parent, or just
+	// above): attaching it needs no permission on the host path.
+	if err := unix.MoveMount(wsMount, "", unix.AT_FDCWD, r("workspace"), unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mount workspace: %w", err)
+	}
+	ws := r("workspace")
+	if err := remount(r("workspace"), ws, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		return fmt.Errorf("remount workspace: %w", err)
+	}
+	if err := unix.Mount("tmpfs", r("tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=1777", tmpSize)); err != nil {
+		return fmt.Errorf("mount /tmp: %w", err)
+	}
+	if err := buildDev(r("dev")); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", r("proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	// No nested user namespaces: the kernel's own answer to a command
+	// that tries unshare -U. The setting belongs to this namespace.
+	if err := os.WriteFile(r("proc/sys/user/max_user_namespaces"), []byte("0"), 0); err != nil {
+		return fmt.Errorf("user.max_user_namespaces: %w", err)
+	}
+	if err := bindRO(r("proc/sys"), r("proc/sys")); err != nil {
+		return err
+	}
+	if err := os.Chdir(newRoot); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	// The old root is stacked under the new one; detach it so nothing of
+	// the host stays reachable.
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	if err := os.Chdir("/"); err != nil {
+		return err
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("remount root read-only: %w", err)
+	}
+	return os.Chdir("/workspace")
+}
+
+// bindRO bind-mounts src at dst read-only, keeping the flags the kernel
+// locks on mounts inherited from a more privileged namespace.
+func bindRO(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	if err := remount(dst, src, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		return fmt.Errorf("remount %s read-only: %w", src, err)
+	}
+	return nil
+}
+
+func remount(dst, src string, flags uintptr) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(src, &st); err != nil {
+		return err
+	}
+	for _, f := range [][2]uintptr{
+		{unix.ST_RDONLY, unix.MS_RDONLY}, {unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV},
+		{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME},
+		{unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if uintptr(st.Flags)&f[0] != 0 {
+			flags |= f[1]
+		}
+	}
+	return unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|flags, "")
+}
+
+// mirror reproduces a host top-level entry: a symlink as the same symlink,
+// a directory as a read-only bind, nothing if it does not exist.
+func mirror(host, dst string) error {
+	fi, err := os.Lstat(host)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case fi.Mode()&os.ModeSymlink != 0:
+		target, err := os.Readlink(host)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	case fi.IsDir():
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return err
+		}
+		return bindRO(host, dst)
+	case fi.Mode().IsRegular():
+		if err := os.WriteFile(dst, nil, 0o644); err != nil {
+			return err
+		}
+		return bindRO(host, dst)
+	}
+	return nil
+}
+
+// etcFiles are the host /etc entries a shell and common tools need; none
+// holds a secret. passwd, group and hosts are written fresh instead.
+var etcFiles = []string{"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "os-release", "ssl", "mime.types", "protocols", "services"}
+
+func buildEtc(dst string) error {
+	for _, f := range etcFiles {
+		if err := mirror(filepath.Join("/etc", f), filepath.Join(dst, f)); err != nil {
+			return fmt.Errorf("/etc/%s: %w", f, err)
+		}
+	}
+	files := map[string]string{
+		"passwd":        "root:x:0:0:sandbox:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"group":         "root:x:0:\nnogroup:x:65534:\n",
+		"hosts":         "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n",
+		"hostname":      "sandbox\n",
+		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+		"resolv.conf":   "",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dst, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// devNodes are bound from the host: a user namespace cannot mknod.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+func buildDev(dst string) error {
+	if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755"); err != nil {
+		return fmt.Errorf("mount /dev: %w", err)
+	}
+	for _, n := range devNodes {
+		p := filepath.Join(dst, n)
+		if err := os.WriteFile(p, nil, 0o666); err != nil {
+			return err
+		}
+		if err := unix.Mount("/dev/"+n, p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+	}
+	links := map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2", "shm": "/tmp"}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(dst, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loopbackUp brings up lo, the only interface of the new network
+// namespace, so a command can talk to a server it started itself.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// dropCapabilities leaves the command with no capability in any set, and
+// locks the securebits so that executing a program as uid 0 of the
+// namespace grants none back.
+func dropCapabilities() error {
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("drop capability %d: %w", c, err)
+		}
+	}
+	const bits = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 // NOROOT, NO_SETUID_FIXUP, KEEP_CAPS(off), NO_CAP_AMBIENT_RAISE and their locks
+	const keepCaps = 1 << 4
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits&^keepCaps), 0, 0, 0); err != nil {
+		return fmt.Errorf("securebits: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+// applyLandlock is the second layer: even if the mount layer let
+// something of the host through, only these paths can be touched.
+func applyLandlock() error {
+	abi, _ := ll.LandlockGetABIVersion()
+	cfg := landlock.V7
+	if abi < 7 {
+		cfg = cfg.BestEffort()
+	}
+	if abi < 1 {
+		return nil // no Landlock in this kernel: the namespaces hold alone (Probe reports it)
+	}
+	dev := make([]string, len(devNodes))
+	for i, n := range devNodes {
+		dev[i] = "/dev/" + n
+	}
+	fd, flags, err := cfg.NewRulesetFD(
+		// Listing any directory is harmless: everything in view was put
+		// there on purpose. Reading and executing is per directory.
+		landlock.PathAccess(landlock.AccessFSSet(ll.AccessFSReadDir), "/"),
+		landlock.RODirs("/usr", "/etc", "/proc", "/dev"),
+		landlock.RWFiles(dev...),
+		landlock.RWDirs("/workspace", "/tmp"),
+	)
+	if err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	if fd < 0 {
+		return nil
+	}
+	defer unix.Close(fd)
+	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	return nil
+}
+
+func setRlimits(l Limits, noFSize bool) error {
+	fsize := uint64(l.FileSize)
+	if noFSize {
+		fsize = 0
+	}
+	cpu := uint64(l.CPU / time.Second)
+	for _, r := range []struct {
+		res int
+		val uint64
+	}{
+		{unix.RLIMIT_CORE, 0},
+		{unix.RLIMIT_NOFILE, uint64(l.OpenFiles)},
+		{unix.RLIMIT_FSIZE, fsize},
+		{unix.RLIMIT_CPU, cpu},
+		{unix.RLIMIT_NPROC, uint64(l.Procs)},
+	} {
+		if err := unix.Setrlimit(r.res, &unix.Rlimit{Cur: r.val, Max: r.val}); err != nil {
+			return fmt.Errorf("rlimit %d: %w", r.res, err)
+		}
+	}
+	return nil
+}
+
+// runProbe tries, from inside the sandbox, what must fail; it prints one
+// line per breach to status and exits non-zero if there was any.
+func runProbe(p *probe, status *os.File) int {
+	var breaches []string
+	if _, err := os.ReadFile(p.Canary); err == nil {
+		breaches = append(breaches, "a host file outside the workspace was readable")
+	}
+	if p.Loopback != "" {
+		if c, err := net.DialTimeout("tcp", p.Loopback, time.Second); err == nil {
+			c.Close()
+			breaches = append(breaches, "a host loopback port was reachable")
+		}
+	}
+	if p.Socket != "" {
+		if c, err := net.DialTimeout("unix", p.Socket, time.Second); err == nil {
+			c.Close()
+			breaches = append(breaches, "a host unix socket was reachable")
+		}
+	}
+	if uid := os.Getuid(); uid != 0 {
+		breaches = append(breaches, fmt.Sprintf("runs as uid %d, not the namespace's root", uid))
+	}
+	var caps [2]unix.CapUserData
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	if err := unix.Capget(&hdr, &caps[0]); err != nil || caps[0].Effective|caps[1].Effective|caps[0].Permitted|caps[1].Permitted != 0 {
+		breaches = append(breaches, "capabilities were left")
+	}
+	if len(breaches) > 0 {
+		fmt.Fprint(status, "probe: "+strings.Join(breaches, "; "))
+		return 1
+	}
+	return 0
+}

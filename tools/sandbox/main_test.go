@@ -1,0 +1,12 @@
+package sandbox
+
+import (
+	"os"
+	"testing"
+)
+
+// The test binary is its own sandbox helper (/proc/self/exe).
+func TestMain(m *testing.M) {
+	MaybeHelper()
+	os.Exit(m.Run())
+}

@@ -1,0 +1,167 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+// Report is what Probe found.
+type Report struct {
+	Kind     Kind
+	Landlock int // the kernel's Landlock ABI version; 0 if it has none
+	Took     time.Duration
+}
+
+func (r Report) String() string {
+	if r.Kind == KindHost {
+		return "commands run on the host WITHOUT a sandbox (FIRSTMATE_UNSAFE_HOST_SHELL=1)"
+	}
+	ll := "no Landlock in this kernel: namespaces, seccomp and rlimits only"
+	if r.Landlock > 0 {
+		ll = fmt.Sprintf("Landlock ABI %d", r.Landlock)
+	}
+	return fmt.Sprintf("namespaces (user, mount, pid, net, ipc, uts, cgroup), %s, seccomp, rlimits; probe passed in %s", ll, r.Took.Round(time.Millisecond))
+}
+
+// probeProcs is the process limit the probe checks: small, so that a
+// limit that does not bind shows up at once.
+const probeProcs = 16
+
+// Probe checks for real that a command cannot break out: a world-readable
+// canary file outside the workspace must be unreadable, a listening host
+// loopback port and a host unix socket unreachable, no capability left,
+// and the process limit must hold. It returns an *Unavailable naming the
+// cause when the sandbox cannot be used. A host sandbox is not probed.
+func (s *Sandbox) Probe(ctx context.Context) (Report, error) {
+	start := time.Now()
+	rep := Report{Kind: s.cfg.Kind}
+	if s.cfg.Kind == KindHost {
+		return rep, nil
+	}
+	abi, _ := ll.LandlockGetABIVersion()
+	rep.Landlock = max(abi, 0)
+	dir, err := os.MkdirTemp("", "firstmate-probe-")
+	if err != nil {
+		return rep, &Unavailable{Cause: "cannot create a probe directory: " + err.Error(), Err: err}
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	canary := filepath.Join(dir, "canary")
+	if err := os.WriteFile(canary, []byte("secret"), 0o644); err != nil {
+		return rep, &Unavailable{Cause: err.Error(), Err: err}
+	}
+	ws := filepath.Join(dir, "workspace")
+	if err := os.Mkdir(ws, 0o777); err != nil {
+		return rep, &Unavailable{Cause: err.Error(), Err: err}
+	}
+	if uid, gid := s.Owner(); uid >= 0 {
+		os.Chown(ws, uid, gid)
+	}
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return rep, &Unavailable{Cause: "cannot listen on loopback for the probe: " + err.Error(), Err: err}
+	}
+	defer tcp.Close()
+	sock := filepath.Join(dir, "probe.sock")
+	unix, err := net.Listen("unix", sock)
+	if err != nil {
+		return rep, &Unavailable{Cause: "cannot create a unix socket for the probe: " + err.Error(), Err: err}
+	}
+	defer unix.Close()
+	os.Chmod(sock, 0o777)
+
+	// 1. From inside, in Go: what must fail does.
+	if err := s.runProbe(ctx, ws, &probe{Canary: canary, Loopback: tcp.Addr().String(), Socket: sock}); err != nil {
+		return rep, err
+	}
+	// 2. A real shell: it runs, and cannot fork past the limit.
+	script := `i=0; while [ $i -lt 64 ]; do sleep 10 & i=$((i+1)); done; echo all-started`
+	res, err := s.Run(ctx, Command{Dir: ws, Script: script, Limits: Limits{Procs: probeProcs, Timeout: 20 * time.Second}})
+	if err != nil {
+		return rep, asUnavailable(err)
+	}
+	out := string(res.Output)
+	switch {
+	case strings.Contains(out, "all-started"):
+		return rep, &Unavailable{Cause: fmt.Sprintf("the process limit did not hold: 64 processes started under a limit of %d", probeProcs),
+			Fix: "run firstmate as an unprivileged user, or report this host's setup as a bug"}
+	case !strings.Contains(strings.ToLower(out), "fork"):
+		return rep, &Unavailable{Cause: fmt.Sprintf("a test command did not run as expected (%s): %q", res.Status(20*time.Second), tail(out, 300)),
+			Fix: "check that /bin/sh and sleep exist under /usr"}
+	}
+	rep.Took = time.Since(start)
+	return rep, nil
+}
+
+func (s *Sandbox) runProbe(ctx context.Context, ws string, p *probe) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	proc := &Process{}
+	l := s.cfg.Limits
+	l.Timeout = 20 * time.Second
+	if err := s.startNSWith(ctx, proc, spec{Dir: ws, Path: s.cfg.Path, Limits: l, Probe: p}, &out); err != nil {
+		return asUnavailable(err)
+	}
+	proc.cancel, proc.deadline, proc.parent = cancel, ctx, ctx
+	res, err := proc.Wait()
+	if err != nil {
+		return asUnavailable(err)
+	}
+	if res.ExitCode != 0 {
+		return &Unavailable{Cause: fmt.Sprintf("the probe helper ended with %s: %s", res.Status(l.Timeout), tail(out.String(), 300))}
+	}
+	return nil
+}
+
+func asUnavailable(err error) error {
+	var u *Unavailable
+	if errors.As(err, &u) {
+		return u
+	}
+	if errors.Is(err, ErrSetup) {
+		cause := strings.TrimPrefix(err.Error(), ErrSetup.Error()+": ")
+		if strings.HasPrefix(cause, "probe: ") {
+			return &Unavailable{Cause: "confinement does not hold: " + strings.TrimPrefix(cause, "probe: "), Err: err,
+				Fix: "do not run commands on this host; report the kernel and container setup"}
+		}
+		return &Unavailable{Cause: "building the sandbox failed: " + cause, Err: err, Fix: fixFor(cause)}
+	}
+	var ee *exec.Error
+	if errors.As(err, &ee) || errors.Is(err, syscall.ENOENT) {
+		return &Unavailable{Cause: "the sandbox helper could not be started: " + err.Error(), Err: err}
+	}
+	return &Unavailable{Cause: err.Error(), Err: err}
+}
+
+// fixFor suggests a fix for a setup step that failed.
+func fixFor(cause string) string {
+	switch {
+	case strings.Contains(cause, "mount") || strings.Contains(cause, "pivot_root"):
+		return "the container may forbid mounts in user namespaces: in Docker use `--security-opt apparmor=unconfined --security-opt seccomp=unconfined`, or run firstmate outside the container"
+	case strings.Contains(cause, "landlock"):
+		return "the kernel refused the Landlock ruleset; upgrade the kernel or report it"
+	case strings.Contains(cause, "seccomp"):
+		return "seccomp filters are refused here; the kernel needs CONFIG_SECCOMP_FILTER"
+	}
+	return ""
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}

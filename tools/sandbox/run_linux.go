@@ -1,0 +1,311 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Config sets up a Sandbox.
+type Config struct {
+	Kind Kind
+	// Exe is the helper executable: a binary that calls MaybeHelper. The
+	// default is this very binary (/proc/self/exe), which still works
+	// after the file on disk is replaced by an upgrade.
+	Exe string
+	// UID and GID are the host ids the sandbox's root maps to. Zero means
+	// the current ids, or 65534 (nobody) when running as root: host uid 0
+	// inside a namespace could write whatever root owns on the host.
+	UID, GID int
+	Path     string // PATH inside; "" = DefaultPath
+	Limits   Limits // defaults for every command
+}
+
+// DefaultPath is the PATH a command sees.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin"
+
+// Sandbox starts confined commands. It is safe for concurrent use.
+type Sandbox struct {
+	cfg Config
+}
+
+// New returns a sandbox; it does not check that it works (see [Probe]).
+func New(cfg Config) *Sandbox {
+	if cfg.Kind == "" {
+		cfg.Kind = KindNamespaces
+	}
+	if cfg.Exe == "" {
+		cfg.Exe = "/proc/self/exe"
+	}
+	if cfg.UID == 0 {
+		cfg.UID = os.Geteuid()
+		if cfg.UID == 0 {
+			cfg.UID = 65534
+		}
+	}
+	if cfg.GID == 0 {
+		cfg.GID = os.Getegid()
+		if cfg.GID == 0 || os.Geteuid() == 0 {
+			cfg.GID = 65534
+		}
+	}
+	if cfg.Path == "" {
+		cfg.Path = DefaultPath
+	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	return &Sandbox{cfg: cfg}
+}
+
+// Kind says where commands run.
+func (s *Sandbox) Kind() Kind { return s.cfg.Kind }
+
+// Limits are the defaults for every command.
+func (s *Sandbox) Limits() Limits { return s.cfg.Limits }
+
+// Owner is the host uid and gid that workspace files must belong to for a
+// command to write them, or -1, -1 when whatever this process creates
+// already does (it is not root).
+func (s *Sandbox) Owner() (uid, gid int) {
+	if s.cfg.Kind != KindNamespaces || s.cfg.UID == os.Geteuid() {
+		return -1, -1
+	}
+	return s.cfg.UID, s.cfg.GID
+}
+
+// Command is one command to run.
+type Command struct {
+	Dir    string // the workspace's host directory
+	Script string // run by sh -c
+	Limits Limits // zero fields take the sandbox's
+	// NoGrow forbids growing any file (RLIMIT_FSIZE 0): a workspace over
+	// its quota can still be cleaned up, but not filled further.
+	NoGrow bool
+}
+
+// Process is a started command.
+type Process struct {
+	cmd      *exec.Cmd
+	status   *os.File
+	cancel   context.CancelFunc
+	timeout  time.Duration
+	started  time.Time
+	deadline context.Context
+	parent   context.Context
+}
+
+// Start starts c with its output (stdout and stderr interleaved) written
+// to out. The command is killed when ctx ends or its timeout passes.
+func (s *Sandbox) Start(ctx context.Context, c Command, out io.Writer) (*Process, error) {
+	l := s.merge(c.Limits)
+	dctx, cancel := context.WithTimeout(ctx, l.Timeout)
+	p := &Process{cancel: cancel, timeout: l.Timeout, deadline: dctx, parent: ctx}
+	var err error
+	if s.cfg.Kind == KindHost {
+		err = s.startHost(dctx, p, c, l, out)
+	} else {
+		err = s.startNS(dctx, p, c, l, out)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (s *Sandbox) merge(l Limits) Limits {
+	d := s.cfg.Limits
+	if l.Timeout <= 0 {
+		l.Timeout = d.Timeout
+	}
+	if l.Output <= 0 {
+		l.Output = d.Output
+	}
+	if l.TmpSize <= 0 {
+		l.TmpSize = d.TmpSize
+	}
+	if l.Procs <= 0 {
+		l.Procs = d.Procs
+	}
+	if l.OpenFiles <= 0 {
+		l.OpenFiles = d.OpenFiles
+	}
+	if l.FileSize == 0 {
+		l.FileSize = d.FileSize
+	}
+	return l.withDefaults()
+}
+
+const cloneFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
+	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
+
+func (s *Sandbox) startNS(ctx context.Context, p *Process, c Command, l Limits, out io.Writer) error {
+	return s.startNSWith(ctx, p, spec{Script: c.Script, Dir: c.Dir, Path: s.cfg.Path, Limits: l, NoFSize: c.NoGrow}, out)
+}
+
+func (s *Sandbox) startNSWith(ctx context.Context, p *Process, sp spec, out io.Writer) error {
+	// A detached copy of the workspace mount: the helper attaches it
+	// without needing any permission on the host path (the sandbox's uid
+	// may not even be able to reach it).
+	tfd, err := unix.OpenTree(unix.AT_FDCWD, sp.Dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if errors.Is(err, unix.EPERM) {
+		sp.BindDir = true
+		tfd, err = unix.Open(sp.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return fmt.Errorf("open workspace: %w", err)
+	}
+	ws := os.NewFile(uintptr(tfd), "workspace")
+	defer ws.Close()
+	sr, sw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer sw.Close()
+	js, err := json.Marshal(sp)
+	if err != nil {
+		sr.Close()
+		return err
+	}
+	cmd := exec.CommandContext(ctx, s.cfg.Exe)
+	cmd.Args = []string{HelperName, string(js)}
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.ExtraFiles = []*os.File{ws, sw}
+	cmd.WaitDelay = 5 * time.Second
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  cloneFlags,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: s.cfg.UID, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: s.cfg.GID, Size: 1}},
+		// The child must become the namespace's root itself: it starts as
+		// the host uid, which is not mapped when running as root.
+		Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	p.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		sr.Close()
+		return diagnose(err)
+	}
+	p.cmd, p.status = cmd, sr
+	return nil
+}
+
+func (s *Sandbox) startHost(ctx context.Context, p *Process, c Command, l Limits, out io.Writer) error {
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", c.Script)
+	cmd.Env = []string{"PATH=" + s.cfg.Path, "HOME=" + c.Dir, "LANG=C.UTF-8"}
+	cmd.Dir = c.Dir
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 5 * time.Second
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	p.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	// Without a sandbox the limits can only be set once the process runs.
+	for _, r := range []struct {
+		res int
+		val uint64
+	}{{unix.RLIMIT_CORE, 0}, {unix.RLIMIT_FSIZE, uint64(l.FileSize)}, {unix.RLIMIT_CPU, uint64(l.CPU / time.Second)}} {
+		unix.Prlimit(cmd.Process.Pid, r.res, &unix.Rlimit{Cur: r.val, Max: r.val}, nil)
+	}
+	p.cmd = cmd
+	return nil
+}
+
+// Kill ends the command and everything it started.
+func (p *Process) Kill() { p.cancel() }
+
+// Pid is the helper's host process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Wait waits for the command to end. The Result has no Output (the writer
+// given to Start has it). The error is non-nil when the sandbox could not
+// run the command (ErrSetup) or ctx ended it; a command that failed is a
+// Result with its exit code.
+func (p *Process) Wait() (Result, error) {
+	err := p.cmd.Wait()
+	p.cancel()
+	res := Result{Took: time.Since(p.started), ExitCode: -1}
+	if st := p.cmd.ProcessState; st != nil {
+		res.ExitCode = st.ExitCode()
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signal = unix.SignalName(ws.Signal())
+			if res.Signal == "" {
+				res.Signal = ws.Signal().String()
+			}
+		}
+	}
+	if p.status != nil {
+		msg, _ := io.ReadAll(p.status)
+		p.status.Close()
+		if len(msg) > 0 {
+			return res, fmt.Errorf("%w: %s", ErrSetup, msg)
+		}
+	}
+	if p.parent.Err() != nil {
+		return res, p.parent.Err()
+	}
+	if errors.Is(p.deadline.Err(), context.DeadlineExceeded) {
+		res.TimedOut = true
+		return res, nil
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+		return res, err
+	}
+	return res, nil
+}
+
+// Run runs c to its end and returns its output, cut to the limit.
+func (s *Sandbox) Run(ctx context.Context, c Command) (Result, error) {
+	capt := newCapture(s.merge(c.Limits).Output)
+	p, err := s.Start(ctx, c, capt)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := p.Wait()
+	res.Output, res.Total, res.Cut = capt.bytes()
+	return res, err
+}
+
+// diagnose turns a failure to create the namespaces into what an operator
+// can act on.
+func diagnose(err error) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return err
+	}
+	read := func(p string) string {
+		b, _ := os.ReadFile(p)
+		return strings.TrimSpace(string(b))
+	}
+	switch {
+	case errno == syscall.ENOSPC || read("/proc/sys/user/max_user_namespaces") == "0":
+		return &Unavailable{Err: err, Cause: "user namespaces are disabled (user.max_user_namespaces is 0)",
+			Fix: "enable them with `sysctl -w user.max_user_namespaces=15000`"}
+	case read("/proc/sys/kernel/unprivileged_userns_clone") == "0" && os.Geteuid() != 0:
+		return &Unavailable{Err: err, Cause: "the kernel forbids unprivileged user namespaces (kernel.unprivileged_userns_clone is 0)",
+			Fix: "enable them with `sysctl -w kernel.unprivileged_userns_clone=1`"}
+	case read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1" && os.Geteuid() != 0:
+		return &Unavailable{Err: err, Cause: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns is 1)",
+			Fix: "give the firstmate binary an AppArmor profile that allows `userns,` (see README), or set the sysctl to 0"}
+	case errno == syscall.EPERM || errno == syscall.EACCES:
+		return &Unavailable{Err: err, Cause: "creating namespaces was refused (" + errno.Error() + "), most likely by a container's seccomp profile or a missing capability",
+			Fix: "in Docker run with `--security-opt seccomp=unconfined --security-opt apparmor=unconfined` (or a profile that allows clone with CLONE_NEWUSER); in Kubernetes use an unconfined seccomp profile"}
+	case errno == syscall.EINVAL:
+		return &Unavailable{Err: err, Cause: "this kernel lacks a namespace the sandbox needs (" + errno.Error() + ")",
+			Fix: "use a kernel with user, mount, PID, network, IPC, UTS and cgroup namespaces (Linux 4.6 or later)"}
+	}
+	return &Unavailable{Err: err, Cause: "starting the sandbox failed: " + err.Error()}
+}

@@ -1,0 +1,134 @@
+// Package sandbox runs shell commands confined to one workspace directory.
+//
+// Each command runs in a fresh set of Linux namespaces (user, mount, PID,
+// network, IPC, UTS, cgroup) entered by a small helper: the firstmate
+// binary re-executed under the name [HelperName]. The helper pivots into a
+// minimal root (read-only /usr and a few /etc files, the workspace at
+// /workspace, a size-capped /tmp, a fresh /proc, a minimal /dev), applies
+// Landlock as a second layer, a seccomp filter and rlimits, drops every
+// capability and executes `sh -c` with an empty environment. It is PID 1 of
+// its namespace, so killing it ends every process the command started.
+//
+// The parent side ([Sandbox.Run], [Sandbox.Start]) enforces the wall-clock
+// timeout, captures output with a cap and reports the exit status. [Probe]
+// checks that the confinement holds on this host before any command runs.
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// HelperName is argv[0] of the re-executed helper. A binary that can run
+// sandboxed commands calls [MaybeHelper] first thing in main (and in
+// TestMain), which takes over when it sees this name.
+const HelperName = "firstmate-sandbox"
+
+// Kind says where commands run.
+type Kind string
+
+const (
+	// KindNamespaces confines every command (the only safe kind).
+	KindNamespaces Kind = "namespaces"
+	// KindHost runs commands on the host with only a timeout, rlimits and
+	// an empty environment: an operator's explicit, logged choice.
+	KindHost Kind = "host"
+)
+
+// Limits bound one command.
+type Limits struct {
+	Timeout   time.Duration // wall clock; the whole PID namespace is killed
+	Output    int           // bytes of stdout+stderr kept for the model
+	TmpSize   int64         // bytes of the /tmp tmpfs
+	Procs     int           // RLIMIT_NPROC: processes and threads
+	OpenFiles int           // RLIMIT_NOFILE
+	FileSize  int64         // RLIMIT_FSIZE: the largest file a command may write
+	CPU       time.Duration // RLIMIT_CPU (0: the timeout plus a margin)
+}
+
+// DefaultLimits are the limits used where a field is zero.
+var DefaultLimits = Limits{
+	Timeout:   60 * time.Second,
+	Output:    64 << 10,
+	TmpSize:   256 << 20,
+	Procs:     256,
+	OpenFiles: 1024,
+	FileSize:  1 << 30,
+}
+
+// MaxTimeout caps any timeout a caller asks for.
+const MaxTimeout = 30 * time.Minute
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.Timeout <= 0 {
+		l.Timeout = d.Timeout
+	}
+	l.Timeout = min(l.Timeout, MaxTimeout)
+	if l.Output <= 0 {
+		l.Output = d.Output
+	}
+	if l.TmpSize <= 0 {
+		l.TmpSize = d.TmpSize
+	}
+	if l.Procs <= 0 {
+		l.Procs = d.Procs
+	}
+	if l.OpenFiles <= 0 {
+		l.OpenFiles = d.OpenFiles
+	}
+	if l.FileSize < 0 {
+		l.FileSize = 0
+	} else if l.FileSize == 0 {
+		l.FileSize = d.FileSize
+	}
+	if l.CPU <= 0 {
+		l.CPU = l.Timeout + 5*time.Second
+	}
+	return l
+}
+
+// Unavailable says why commands cannot run here, and what fixes it.
+type Unavailable struct {
+	Cause string
+	Fix   string
+	Err   error
+}
+
+func (u *Unavailable) Error() string {
+	s := "the sandbox is unavailable: " + u.Cause
+	if u.Fix != "" {
+		s += "; " + u.Fix
+	}
+	return s
+}
+
+func (u *Unavailable) Unwrap() error { return u.Err }
+
+// ErrSetup marks a failure of the helper to build the sandbox for a command
+// (as opposed to the command failing).
+var ErrSetup = errors.New("sandbox setup failed")
+
+// Result is how a command ended.
+type Result struct {
+	Output   []byte        // stdout and stderr interleaved, cut to Limits.Output
+	Total    int64         // bytes the command wrote in all
+	Cut      int64         // bytes of those not kept in Output
+	ExitCode int           // -1 when killed by a signal
+	Signal   string        // the signal that ended it, if any
+	TimedOut bool          // the wall-clock timeout killed it
+	Took     time.Duration // from start to exit
+}
+
+// Status is a short human description of how the command ended.
+func (r Result) Status(timeout time.Duration) string {
+	switch {
+	case r.TimedOut:
+		return fmt.Sprintf("timed out after %s and was killed", timeout.Round(time.Millisecond))
+	case r.Signal != "":
+		return "killed by " + r.Signal
+	default:
+		return fmt.Sprintf("exit code %d", r.ExitCode)
+	}
+}
