@@ -17,6 +17,11 @@ const DefaultMaxResult = 32 << 10
 // not in the set; the message lists the tools that are.
 var ErrUnknownTool = errors.New("unknown tool")
 
+// ErrUnavailable is returned (wrapped) when the model calls a tool this
+// build has but this host cannot offer (the shell without a working
+// sandbox); the message says why and what fixes it.
+var ErrUnavailable = errors.New("unavailable")
+
 // Set is the tools offered to the model, sorted by name so that what the
 // model sees is byte-for-byte stable between calls (prompt caches depend on
 // it). A Set is immutable once built and safe for concurrent use.
@@ -25,6 +30,7 @@ type Set struct {
 	byName    map[string]Tool
 	maxResult int
 	redact    *strings.Replacer
+	missing   map[string]string // tool name → why it is not offered
 }
 
 // SetOption configures a Set.
@@ -46,6 +52,18 @@ func WithSecrets(secrets ...string) SetOption {
 		if len(pairs) > 0 {
 			s.redact = strings.NewReplacer(pairs...)
 		}
+	}
+}
+
+// WithUnavailable names a tool that is not offered to the model because
+// this host cannot run it, and why. A call of it fails with that reason
+// (not as an unknown tool), and policy may still name it.
+func WithUnavailable(name, reason string) SetOption {
+	return func(s *Set) {
+		if s.missing == nil {
+			s.missing = map[string]string{}
+		}
+		s.missing[name] = reason
 	}
 }
 
@@ -78,6 +96,23 @@ func (s *Set) Names() []string {
 	return names
 }
 
+// Known returns the sorted names of the offered tools and of those that
+// are unavailable here: every name a policy may use.
+func (s *Set) Known() []string {
+	names := s.Names()
+	for n := range s.missing {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// Unavailable returns why the named tool is not offered, if it is not.
+func (s *Set) Unavailable(name string) (string, bool) {
+	r, ok := s.missing[name]
+	return r, ok
+}
+
 // Get returns the named tool.
 func (s *Set) Get(name string) (Tool, bool) {
 	t, ok := s.byName[name]
@@ -90,6 +125,9 @@ func (s *Set) Get(name string) (Tool, bool) {
 func (s *Set) Check(name string, args json.RawMessage) error {
 	t, ok := s.byName[name]
 	if !ok {
+		if why, ok := s.missing[name]; ok {
+			return fmt.Errorf("%s is %w here: %s", name, ErrUnavailable, why)
+		}
 		return fmt.Errorf("%w %q; the tools are: %s", ErrUnknownTool, name, strings.Join(s.Names(), ", "))
 	}
 	return t.Check(args)
@@ -112,7 +150,11 @@ func (s *Set) Call(ctx context.Context, ws *Workspace, name string, args json.Ra
 	t, ok := s.byName[name]
 	if !ok {
 		err := s.Check(name, args)
-		return s.finish(Result{Text: "error: " + err.Error(), Summary: "unknown tool"}), err
+		summary := "unknown tool"
+		if errors.Is(err, ErrUnavailable) {
+			summary = name + " is unavailable here"
+		}
+		return s.finish(Result{Text: "error: " + err.Error(), Summary: summary}), err
 	}
 	res, err := t.Call(ctx, ws, args)
 	if err != nil {

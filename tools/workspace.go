@@ -27,16 +27,29 @@ import (
 // and return a *[FileError] whose message a model can act on. Tools use
 // them rather than Root directly, so no tool re-implements a check.
 type Workspace struct {
-	root *os.Root
-	dir  string
+	root  *os.Root
+	dir   string
+	owner *Owner
 }
+
+// Owner is the host user and group every file and directory of a
+// workspace must belong to: the sandbox's, when this process (root)
+// creates files a sandboxed command must be able to change.
+type Owner struct{ UID, GID int }
+
+// WorkspaceOption configures OpenWorkspace.
+type WorkspaceOption func(*Workspace)
+
+// WithOwner makes what the workspace's methods create belong to o; the
+// workspace directory is handed over (with what is already in it) on open.
+func WithOwner(o Owner) WorkspaceOption { return func(w *Workspace) { w.owner = &o } }
 
 // WorkspacePath is the host directory of the workspace called name.
 func WorkspacePath(base, name string) string { return filepath.Join(base, DirName(name)) }
 
 // OpenWorkspace opens (creating it if needed) the workspace called name
 // under base. name is made safe with [DirName].
-func OpenWorkspace(base, name string) (*Workspace, error) {
+func OpenWorkspace(base, name string, opts ...WorkspaceOption) (*Workspace, error) {
 	dir := WorkspacePath(base, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create workspace: %w", err)
@@ -45,7 +58,66 @@ func OpenWorkspace(base, name string) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
-	return &Workspace{root: root, dir: dir}, nil
+	w := &Workspace{root: root, dir: dir}
+	for _, o := range opts {
+		o(w)
+	}
+	if err := w.handOver(); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("workspace owner: %w", err)
+	}
+	return w, nil
+}
+
+// handOver gives the workspace to its owner the first time it is opened
+// with one: the directory and everything in it, never following a link.
+func (w *Workspace) handOver() error {
+	if w.owner == nil {
+		return nil
+	}
+	fi, err := w.root.Lstat(".")
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == w.owner.UID && int(st.Gid) == w.owner.GID {
+		return nil
+	}
+	return fs.WalkDir(w.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return w.root.Lchown(p, w.owner.UID, w.owner.GID)
+	})
+}
+
+// own gives a new entry to the workspace's owner, if it has one.
+func (w *Workspace) own(rel string) error {
+	if w.owner == nil {
+		return nil
+	}
+	return w.root.Lchown(rel, w.owner.UID, w.owner.GID)
+}
+
+// mkdirAll creates rel and its missing parents, each owned by the owner.
+func (w *Workspace) mkdirAll(rel string) error {
+	if w.owner == nil {
+		return w.root.MkdirAll(rel, 0o755)
+	}
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		p := strings.Join(parts[:i+1], "/")
+		err := w.root.Mkdir(p, 0o755)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.own(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Root is the workspace's os.Root.
@@ -326,7 +398,7 @@ func (w *Workspace) WriteFrom(p string, r io.Reader, max int64) (n int64, create
 	}
 	dir := path.Dir(rel)
 	if dir != "." {
-		if err := w.root.MkdirAll(dir, 0o755); err != nil {
+		if err := w.mkdirAll(dir); err != nil {
 			return 0, false, w.explain(dir, err)
 		}
 	}
@@ -354,6 +426,11 @@ func (w *Workspace) WriteFrom(p string, r io.Reader, max int64) (n int64, create
 	}
 	if err := f.Chmod(perm); err != nil {
 		return 0, false, w.explain(rel, err)
+	}
+	if w.owner != nil {
+		if err := f.Chown(w.owner.UID, w.owner.GID); err != nil {
+			return 0, false, w.explain(rel, err)
+		}
 	}
 	// No fsync: atomicity against concurrent readers is what matters here,
 	// not durability across a power cut, and fsync would cost every write.
@@ -385,7 +462,7 @@ func (w *Workspace) MkdirAll(p string) (created bool, err error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return false, w.explain(rel, err)
 	}
-	if err := w.root.MkdirAll(rel, 0o755); err != nil {
+	if err := w.mkdirAll(rel); err != nil {
 		return false, w.explain(rel, err)
 	}
 	return true, nil
@@ -474,7 +551,7 @@ func (w *Workspace) Rename(from, to string) error {
 		return w.explain(dst, err)
 	}
 	if dir := path.Dir(dst); dir != "." {
-		if err := w.root.MkdirAll(dir, 0o755); err != nil {
+		if err := w.mkdirAll(dir); err != nil {
 			return w.explain(dir, err)
 		}
 	}
