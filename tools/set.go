@@ -10,8 +10,10 @@ import (
 	"unicode/utf8"
 )
 
-// DefaultMaxResult caps the text a tool call returns to the model.
-const DefaultMaxResult = 32 << 10
+// DefaultMaxResult caps the text a tool call returns to the model. Tools
+// cap their own output below it, where they can cut well (the shell keeps
+// the head and tail of 64 KiB); this is the backstop.
+const DefaultMaxResult = 72 << 10
 
 // ErrUnknownTool is returned (wrapped) when the model calls a tool that is
 // not in the set; the message lists the tools that are.

@@ -446,6 +446,43 @@ func (w *Workspace) WriteFrom(p string, r io.Reader, max int64) (n int64, create
 	return n, created, nil
 }
 
+// Create creates (or empties) the regular file at p for writing, with its
+// missing parents, and returns it open; the caller closes it. It refuses
+// a symlink, a non-regular file and a file with more than one hard link at
+// p, like WriteFrom. It is for output that grows over time (a job's log);
+// everything else writes atomically with WriteFrom.
+func (w *Workspace) Create(p string) (*os.File, error) {
+	rel, err := CleanFilePath(p)
+	if err != nil {
+		return nil, err
+	}
+	if dir := path.Dir(rel); dir != "." {
+		if err := w.mkdirAll(dir); err != nil {
+			return nil, w.explain(dir, err)
+		}
+	}
+	// O_NONBLOCK: a FIFO planted at p fails at once instead of waiting.
+	f, err := w.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+	if err != nil {
+		return nil, w.explain(rel, err)
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = checkInfo(rel, fi, "written")
+	}
+	if err == nil {
+		err = f.Truncate(0)
+	}
+	if err == nil {
+		err = w.own(rel)
+	}
+	if err != nil {
+		f.Close()
+		return nil, w.explain(rel, err)
+	}
+	return f, nil
+}
+
 // MkdirAll creates the directory p and any missing parents. created is
 // false if it already existed.
 func (w *Workspace) MkdirAll(p string) (created bool, err error) {
