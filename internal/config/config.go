@@ -23,6 +23,12 @@
 //	TELEGRAM_API_URL      telegram.api_url
 //	TELEGRAM_WEBHOOK_URL  telegram.webhook_url (receive by webhook instead of polling)
 //	TELEGRAM_WEBHOOK_SECRET telegram.webhook_secret
+//	FIRSTMATE_SANDBOX     sandbox (auto, namespaces, off)
+//	FIRSTMATE_SEARCH_URL  web.search.url (a SearXNG instance)
+//
+// FIRSTMATE_UNSAFE_HOST_SHELL=1 is not a key: it is the operator's explicit
+// consent to run shell commands on the host without a sandbox, read only
+// from the environment ([UnsafeHostShell]).
 //
 // An environment variable that is set but empty (or only spaces) counts as
 // unset, the way compose files and Kubernetes manifests often pass them.
@@ -68,6 +74,13 @@ type Config struct {
 	HTTP     HTTP     `yaml:"http" json:"http"`
 	Log      Log      `yaml:"log" json:"log"`
 	Tools    Tools    `yaml:"tools" json:"tools"`
+	// Sandbox is where shell commands run: "auto" (in a sandbox if this
+	// host passes the probe; otherwise the shell is not offered),
+	// "namespaces" (the same, but failing the probe stops firstmate) or
+	// "off" (no shell).
+	Sandbox  string   `yaml:"sandbox" json:"sandbox"`
+	Shell    Shell    `yaml:"shell" json:"shell"`
+	Web      Web      `yaml:"web" json:"web"`
 	Admins   []Admin  `yaml:"admins" json:"admins"`
 	Slack    Slack    `yaml:"slack" json:"slack"`
 	Telegram Telegram `yaml:"telegram" json:"telegram"`
@@ -151,6 +164,52 @@ type Tools struct {
 	Deny    []string       `yaml:"deny" json:"deny"`
 }
 
+// Shell bounds the shell tool and background jobs.
+type Shell struct {
+	Timeout    time.Duration `yaml:"timeout" json:"timeout"`         // a command's default wall-clock limit
+	MaxTimeout time.Duration `yaml:"max_timeout" json:"max_timeout"` // the most a call may ask for (at most 30m)
+	OutputKB   int           `yaml:"output_kb" json:"output_kb"`     // output kept for the model
+	QuotaMB    int           `yaml:"quota_mb" json:"quota_mb"`       // what a channel's workspace may hold
+	TmpMB      int           `yaml:"tmp_mb" json:"tmp_mb"`           // the size of a command's /tmp
+	FileMB     int           `yaml:"file_mb" json:"file_mb"`         // the largest file a command may write
+	Processes  int           `yaml:"processes" json:"processes"`     // processes and threads per command
+	OpenFiles  int           `yaml:"open_files" json:"open_files"`   // open files per process
+	// Helper is the sandbox helper binary (firstmate-sandbox). Empty: the
+	// one next to the firstmate binary if there is one, else firstmate
+	// itself, re-executed.
+	Helper string `yaml:"helper" json:"helper"`
+	Jobs   Jobs   `yaml:"jobs" json:"jobs"`
+}
+
+// Jobs bounds background jobs.
+type Jobs struct {
+	PerChannel int           `yaml:"per_channel" json:"per_channel"` // running at once
+	Lifetime   time.Duration `yaml:"lifetime" json:"lifetime"`       // a job is stopped after this
+}
+
+// Web configures fetch and search.
+type Web struct {
+	Fetch  Fetch  `yaml:"fetch" json:"fetch"`
+	Search Search `yaml:"search" json:"search"`
+}
+
+// Fetch bounds the fetch tool, which reaches only the public internet
+// unless networks are allowed here.
+type Fetch struct {
+	// AllowNetworks are internal networks fetch may reach anyway (CIDR,
+	// such as 10.1.0.0/16 for an intranet wiki).
+	AllowNetworks []string      `yaml:"allow_networks" json:"allow_networks"`
+	Ports         []int         `yaml:"ports" json:"ports"` // destination ports; empty: 80 and 443
+	Timeout       time.Duration `yaml:"timeout" json:"timeout"`
+	MaxBodyMB     int           `yaml:"max_body_mb" json:"max_body_mb"`
+}
+
+// Search configures the search tool; it is offered only with a URL.
+type Search struct {
+	Kind string `yaml:"kind" json:"kind"` // searxng
+	URL  string `yaml:"url" json:"url"`   // the engine's base URL
+}
+
 // Slack connects to one Slack app. It is enabled when BotToken is set,
 // with Socket Mode when AppToken is set, else the HTTP Events API, which
 // needs SigningSecret.
@@ -206,6 +265,16 @@ func Default() *Config {
 		HTTP:     HTTP{Addr: DefaultHTTPAddr},
 		Log:      Log{Level: "info", Format: "text"},
 		Tools:    Tools{Default: agent.ToolAllow},
+		Sandbox:  "auto",
+		Shell: Shell{
+			Timeout: time.Minute, MaxTimeout: 10 * time.Minute, OutputKB: 64, QuotaMB: 1024,
+			TmpMB: 256, FileMB: 1024, Processes: 256, OpenFiles: 1024,
+			Jobs: Jobs{PerChannel: 3, Lifetime: time.Hour},
+		},
+		Web: Web{
+			Fetch:  Fetch{AllowNetworks: []string{}, Ports: []int{}, Timeout: 30 * time.Second, MaxBodyMB: 5},
+			Search: Search{Kind: "searxng"},
+		},
 		Slack:    Slack{APIURL: DefaultSlackAPI},
 		Telegram: Telegram{APIURL: DefaultTelegramAPI},
 	}
@@ -418,6 +487,8 @@ var envVars = []envVar{
 		c.Telegram.WebhookSecret = Secret(v)
 		return nil
 	}},
+	{"FIRSTMATE_SANDBOX", "sandbox", func(c *Config, v string) []error { c.Sandbox = v; return nil }},
+	{"FIRSTMATE_SEARCH_URL", "web.search.url", func(c *Config, v string) []error { c.Web.Search.URL = v; return nil }},
 }
 
 // EnvVar returns the environment variable that overrides the YAML key,
@@ -453,6 +524,7 @@ func (c *Config) normalize(env func(string) (string, bool)) {
 		c.LLM.BaseURL = u
 	}
 	c.Log.Level = strings.ToLower(c.Log.Level)
+	c.Sandbox = strings.ToLower(c.Sandbox)
 	c.Log.Format = strings.ToLower(c.Log.Format)
 	home, _ := lookup(env, "HOME")
 	if d := c.Store.DataDir; home != "" && (d == "~" || strings.HasPrefix(d, "~/")) {
@@ -464,6 +536,16 @@ func (c *Config) normalize(env func(string) (string, bool)) {
 	if c.Store.DataDir != "" {
 		c.Store.DataDir = filepath.Clean(c.Store.DataDir)
 	}
+}
+
+// EnvUnsafeHostShell, set to 1, lets shell commands run on the host
+// without a sandbox when sandbox is off or unavailable.
+const EnvUnsafeHostShell = "FIRSTMATE_UNSAFE_HOST_SHELL"
+
+// UnsafeHostShell reports whether the operator set FIRSTMATE_UNSAFE_HOST_SHELL=1.
+func UnsafeHostShell(env func(string) (string, bool)) bool {
+	v, ok := lookup(env, EnvUnsafeHostShell)
+	return ok && v == "1"
 }
 
 // geteuid is a variable for tests.

@@ -87,6 +87,13 @@ func TestDefaults(t *testing.T) {
 		HTTP:     HTTP{Addr: "127.0.0.1:8080"},
 		Log:      Log{Level: "info", Format: "text"},
 		Tools:    Tools{Default: agent.ToolAllow},
+		Sandbox:  "auto",
+		Shell: Shell{Timeout: time.Minute, MaxTimeout: 10 * time.Minute, OutputKB: 64, QuotaMB: 1024, TmpMB: 256,
+			FileMB: 1024, Processes: 256, OpenFiles: 1024, Jobs: Jobs{PerChannel: 3, Lifetime: time.Hour}},
+		Web: Web{
+			Fetch:  Fetch{AllowNetworks: []string{}, Ports: []int{}, Timeout: 30 * time.Second, MaxBodyMB: 5},
+			Search: Search{Kind: "searxng"},
+		},
 		Slack:    Slack{APIURL: "https://slack.com/api/"},
 		Telegram: Telegram{APIURL: "https://api.telegram.org"},
 	}
@@ -243,6 +250,8 @@ func TestValidFile(t *testing.T) {
 		},
 		Telegram: Telegram{BotToken: "123456:file-telegram-0123456789", APIURL: "http://127.0.0.1:3002"},
 	}
+	d := Default()
+	want.Sandbox, want.Shell, want.Web = d.Sandbox, d.Shell, d.Web
 	got := *c
 	got.meta = nil
 	if !reflect.DeepEqual(got, want) {
@@ -373,7 +382,7 @@ func checkProblem(t *testing.T, tt problemCase) {
 func TestFileProblems(t *testing.T) {
 	tests := []problemCase{
 		{name: "unknown top-level key", file: "llm: {}\nbogus: 1\n",
-			key: "bogus", line: 2, msg: "unknown key; known top-level keys: admins, agent, http, llm, log, slack, store, telegram, tools"},
+			key: "bogus", line: 2, msg: "unknown key; known top-level keys: admins, agent, http, llm, log, sandbox, shell, slack, store, telegram, tools, web"},
 		{name: "unknown key with a typo", file: "llm:\n  model: x\n  modle: y\n",
 			key: "llm.modle", line: 3, msg: `did you mean "model"? Known keys under llm: api_key, base_url, context_tokens`},
 		{name: "unknown nested key", file: "slack:\n  token: x\n",
@@ -472,6 +481,22 @@ func TestFileProblems(t *testing.T) {
 			key: "slack.bot_token", line: 2, msg: "set SLACK_APP_TOKEN (or slack.app_token) for Socket Mode, or SLACK_SIGNING_SECRET"},
 		{name: "slack app token alone", file: "slack:\n  app_token: xapp-1\n",
 			key: "slack.bot_token", line: 0, msg: "set SLACK_BOT_TOKEN (or slack.bot_token)"},
+		{name: "sandbox mode", file: "sandbox: docker\n",
+			key: "sandbox", line: 1, msg: `"docker" is not one of auto, namespaces, off`},
+		{name: "shell max timeout over the cap", file: "shell:\n  max_timeout: 2h\n",
+			key: "shell.max_timeout", line: 2, msg: "over the 30m cap"},
+		{name: "shell timeout over its max", file: "shell:\n  timeout: 20m\n",
+			key: "shell.timeout", line: 2, msg: "over shell.max_timeout"},
+		{name: "shell processes", file: "shell:\n  processes: 2\n",
+			key: "shell.processes", line: 2, msg: "too small; use 16 or more"},
+		{name: "fetch network", file: "web:\n  fetch:\n    allow_networks: [intranet]\n",
+			key: "web.fetch.allow_networks[0]", line: 3, msg: "write it as CIDR"},
+		{name: "fetch port", file: "web:\n  fetch:\n    ports: [0]\n",
+			key: "web.fetch.ports[0]", line: 3, msg: "0 is not a port"},
+		{name: "search url", file: "web:\n  search:\n    url: searx.local\n",
+			key: "web.search.url", line: 3, msg: "has no scheme"},
+		{name: "search kind", file: "web:\n  search:\n    kind: google\n    url: http://x\n",
+			key: "web.search.kind", line: 3, msg: `"google" is not one of searxng`},
 		{name: "slack api url", file: "slack:\n  api_url: slack.example/api/\n",
 			key: "slack.api_url", line: 2, msg: "has no scheme; use http://slack.example/api"},
 		{name: "slack api url empty", file: "slack:\n  api_url: \"\"\n",
@@ -571,6 +596,8 @@ func TestEnvOverFile(t *testing.T) {
 		"SLACK_API_URL":          "https://slack.example/api/",
 		"TELEGRAM_BOT_TOKEN":     "99:env-telegram-0123456789",
 		"TELEGRAM_API_URL":       "https://tg.example",
+		"FIRSTMATE_SANDBOX":      "Namespaces",
+		"FIRSTMATE_SEARCH_URL":   "http://searxng.internal:8080",
 	}
 	c := mustLoad(t, path, e)
 	checks := []struct {
@@ -594,6 +621,8 @@ func TestEnvOverFile(t *testing.T) {
 		{"TELEGRAM_API_URL", c.Telegram.APIURL, e["TELEGRAM_API_URL"]},
 		{"TELEGRAM_WEBHOOK_URL", c.Telegram.WebhookURL, e["TELEGRAM_WEBHOOK_URL"]},
 		{"TELEGRAM_WEBHOOK_SECRET", c.Telegram.WebhookSecret.Reveal(), e["TELEGRAM_WEBHOOK_SECRET"]},
+		{"FIRSTMATE_SANDBOX", c.Sandbox, "namespaces"},
+		{"FIRSTMATE_SEARCH_URL", c.Web.Search.URL, e["FIRSTMATE_SEARCH_URL"]},
 	}
 	if len(checks) != len(envVars) {
 		t.Fatalf("%d checks for %d environment variables", len(checks), len(envVars))
@@ -929,7 +958,8 @@ func TestEnvVarNames(t *testing.T) {
 	want := []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "FIRSTMATE_MODEL", "REDIS_URL", "FIRSTMATE_REDIS_PREFIX", "FIRSTMATE_DATA_DIR",
 		"FIRSTMATE_HTTP_ADDR", "FIRSTMATE_LOG_LEVEL", "FIRSTMATE_LOG_FORMAT", "FIRSTMATE_ADMINS",
 		"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL",
-		"TELEGRAM_BOT_TOKEN", "TELEGRAM_API_URL", "TELEGRAM_WEBHOOK_URL", "TELEGRAM_WEBHOOK_SECRET"}
+		"TELEGRAM_BOT_TOKEN", "TELEGRAM_API_URL", "TELEGRAM_WEBHOOK_URL", "TELEGRAM_WEBHOOK_SECRET",
+		"FIRSTMATE_SANDBOX", "FIRSTMATE_SEARCH_URL"}
 	var got []string
 	for _, e := range envVars {
 		got = append(got, e.name)

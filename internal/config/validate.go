@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/firstmate/firstmate/agent"
 )
@@ -27,6 +29,8 @@ func (c *Config) problems() []error {
 	v.store()
 	v.httpAndLog()
 	v.tools()
+	v.shell()
+	v.web()
 	v.admins()
 	v.slack()
 	v.telegram()
@@ -103,6 +107,54 @@ func (v *validator) store() {
 	}
 	if s.DataDir == "" {
 		v.add("store.data_dir", "not set, and there is no default without HOME or XDG_DATA_HOME; set %s", v.c.name("store.data_dir"))
+	}
+}
+
+func (v *validator) shell() {
+	v.oneOf("sandbox", v.c.Sandbox, "auto", "namespaces", "off")
+	s := &v.c.Shell
+	for key, d := range map[string]time.Duration{"shell.timeout": s.Timeout, "shell.max_timeout": s.MaxTimeout, "shell.jobs.lifetime": s.Jobs.Lifetime} {
+		if d <= 0 {
+			v.add(key, "%v must be positive, such as 1m", d)
+		}
+	}
+	if s.MaxTimeout > 30*time.Minute {
+		v.add("shell.max_timeout", "%v is over the 30m cap; use a background job (start) for longer work", s.MaxTimeout)
+	}
+	if s.Timeout > s.MaxTimeout && s.MaxTimeout > 0 {
+		v.add("shell.timeout", "%v is over shell.max_timeout (%v)", s.Timeout, s.MaxTimeout)
+	}
+	v.atLeast("shell.output_kb", s.OutputKB, 1)
+	v.atLeast("shell.quota_mb", s.QuotaMB, 1)
+	v.atLeast("shell.tmp_mb", s.TmpMB, 1)
+	v.atLeast("shell.file_mb", s.FileMB, 1)
+	v.atLeast("shell.processes", s.Processes, 16)
+	v.atLeast("shell.open_files", s.OpenFiles, 64)
+	v.atLeast("shell.jobs.per_channel", s.Jobs.PerChannel, 0)
+}
+
+func (v *validator) web() {
+	f := &v.c.Web.Fetch
+	for i, n := range f.AllowNetworks {
+		if _, err := netip.ParsePrefix(n); err != nil {
+			v.add(fmt.Sprintf("web.fetch.allow_networks[%d]", i), "%q is not a network; write it as CIDR, such as 10.1.0.0/16 or 192.168.5.7/32", n)
+		}
+	}
+	for i, p := range f.Ports {
+		if p < 1 || p > 65535 {
+			v.add(fmt.Sprintf("web.fetch.ports[%d]", i), "%d is not a port (1 to 65535)", p)
+		}
+	}
+	if f.Timeout <= 0 {
+		v.add("web.fetch.timeout", "%v must be positive, such as 30s", f.Timeout)
+	}
+	v.atLeast("web.fetch.max_body_mb", f.MaxBodyMB, 1)
+	s := &v.c.Web.Search
+	v.oneOf("web.search.kind", s.Kind, "searxng")
+	if s.URL != "" {
+		if _, msg := checkHTTPURL(s.URL, false); msg != "" {
+			v.add("web.search.url", "%s", msg)
+		}
 	}
 }
 
