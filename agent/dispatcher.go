@@ -36,7 +36,8 @@ type DispatcherConfig struct {
 	// Mode is the configured policy for a tool (allow, ask, deny); nil
 	// allows every tool.
 	Mode         func(tool string) ToolMode
-	WorkspaceDir string              // one sub-directory per channel
+	WorkspaceDir string // one sub-directory per channel
+	Workspace    []tools.WorkspaceOption
 	Platforms    map[string]Platform // by SessionKey.Platform
 	Workers      int                 // sessions run in parallel; default 8
 	LeaseTTL     time.Duration       // default 60s, renewed every third of it
@@ -415,7 +416,7 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	emit(turnCtx, th, TurnStarted{Key: key, MessageIDs: ids}, log)
 
 	var out *Outcome
-	ws, err := tools.OpenWorkspace(d.cfg.WorkspaceDir, key.Channel().String())
+	ws, err := tools.OpenWorkspace(d.cfg.WorkspaceDir, key.Channel().String(), d.cfg.Workspace...)
 	if err != nil {
 		log.Error("open workspace", "err", err)
 	} else {

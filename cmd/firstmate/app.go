@@ -13,8 +13,6 @@ import (
 	"github.com/firstmate/firstmate/internal/config"
 	"github.com/firstmate/firstmate/store/local"
 	"github.com/firstmate/firstmate/store/redis"
-	"github.com/firstmate/firstmate/tools"
-	"github.com/firstmate/firstmate/tools/files"
 )
 
 // systemPrompt is the built-in prompt; agent.system_prompt replaces it.
@@ -89,12 +87,6 @@ func newModel(cfg *config.Config) (*openai.Model, error) {
 	})
 }
 
-// toolSet is every tool this build offers, with the configured secrets
-// scrubbed from their output.
-func toolSet(cfg *config.Config) *tools.Set {
-	return tools.NewSet(files.All(files.Options{}), tools.WithSecrets(cfg.Secrets()...))
-}
-
 func workspaceDir(cfg *config.Config) string { return filepath.Join(cfg.Store.DataDir, "workspaces") }
 
 // app is what chat and serve share: everything but the platforms.
@@ -103,27 +95,44 @@ type app struct {
 	log   *slog.Logger
 	store agent.Store
 	model *openai.Model
-	tools *tools.Set
+	tools *toolbox
 	loop  *agent.Loop
+}
+
+// close stops background jobs, then closes the store.
+func (a *app) close() {
+	a.tools.close()
+	a.store.Close()
 }
 
 func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, error) {
 	if err := cfg.RequireLLM(); err != nil {
 		return nil, fmt.Errorf("configuration:\n%w", err)
 	}
-	set := toolSet(cfg)
-	if err := cfg.ValidateTools(set.Names()); err != nil {
+	box, err := newToolbox(ctx, cfg, os.LookupEnv, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.ValidateTools(box.set.Known()); err != nil {
+		box.close()
 		return nil, fmt.Errorf("configuration:\n%w", err)
+	}
+	if box.shellErr != nil {
+		log.Warn("the shell is not offered: " + box.sandbox)
+	} else {
+		log.Info("shell: " + box.sandbox)
 	}
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
 	model, err := newModel(cfg)
 	if err != nil {
+		box.close()
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	st, kind, err := openStore(ctx, cfg)
 	if err != nil {
+		box.close()
 		return nil, err
 	}
 	log.Info("store opened", "kind", kind)
@@ -132,16 +141,17 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, er
 		prompt = systemPrompt
 	}
 	loop := &agent.Loop{Model: model, System: prompt, MaxSteps: cfg.Agent.MaxSteps, Timeout: cfg.Agent.TurnTimeout, Logger: log}
-	return &app{cfg: cfg, log: log, store: st, model: model, tools: set, loop: loop}, nil
+	return &app{cfg: cfg, log: log, store: st, model: model, tools: box, loop: loop}, nil
 }
 
 func (a *app) dispatcher(platforms map[string]agent.Platform) *agent.Dispatcher {
 	return agent.NewDispatcher(agent.DispatcherConfig{
 		Store:         a.store,
 		Loop:          a.loop,
-		Tools:         a.tools,
+		Tools:         a.tools.set,
 		Mode:          a.cfg.Tools.Mode,
 		WorkspaceDir:  workspaceDir(a.cfg),
+		Workspace:     a.tools.wsOpts,
 		Platforms:     platforms,
 		Workers:       a.cfg.Agent.Workers,
 		ContextTokens: a.cfg.LLM.ContextTokens,

@@ -41,7 +41,7 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
-	defer a.store.Close()
+	defer a.close()
 
 	con := console.New(stdout, interactive)
 	d := a.dispatcher(map[string]agent.Platform{console.Key.Platform: con})

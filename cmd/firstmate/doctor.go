@@ -63,12 +63,7 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) (bo
 	for _, w := range cfg.Warnings() {
 		r.warn("config", w)
 	}
-	set := toolSet(cfg)
-	if err := cfg.ValidateTools(set.Names()); err != nil {
-		r.fail("tools", err.Error())
-	} else {
-		r.ok("tools", strings.Join(set.Names(), ", "))
-	}
+	doctorTools(ctx, r, cfg)
 	if *verbose {
 		fmt.Fprintf(stdout, "\neffective configuration:\n%s\n", cfg.Redacted())
 	}
@@ -83,6 +78,35 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) (bo
 		fmt.Fprintln(stdout, "\nAll checks passed.")
 	}
 	return !r.failed, nil
+}
+
+// doctorTools builds the tools as serve would, which probes the sandbox
+// for real, and says what is offered and what is not, and why.
+func doctorTools(ctx context.Context, r *report, cfg *config.Config) {
+	box, err := newToolbox(ctx, cfg, os.LookupEnv, slog.New(slog.DiscardHandler))
+	if err != nil {
+		r.fail("sandbox", err.Error())
+		return
+	}
+	defer box.close()
+	switch {
+	case box.shellErr == nil && strings.Contains(box.sandbox, "WITHOUT A SANDBOX"):
+		r.warn("sandbox", box.sandbox)
+	case box.shellErr == nil:
+		r.ok("sandbox", box.sandbox)
+	case cfg.Sandbox == "off":
+		r.warn("sandbox", "off: shell, start, jobs and stop are not offered")
+	default:
+		r.warn("sandbox", "shell, start, jobs and stop are not offered: "+box.sandbox)
+	}
+	if err := cfg.ValidateTools(box.set.Known()); err != nil {
+		r.fail("tools", err.Error())
+		return
+	}
+	r.ok("tools", strings.Join(box.set.Names(), ", "))
+	if why, ok := box.set.Unavailable("search"); ok {
+		r.warn("tools", "search is not offered: "+why)
+	}
 }
 
 func doctorDataDir(r *report, cfg *config.Config) {

@@ -40,9 +40,18 @@ func TestMain(m *testing.M) {
 // runBinary runs firstmate with args, stdin and a clean environment plus env.
 func runBinary(t *testing.T, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runBinaryWith(t, env, stdin, nil, args...)
+}
+
+// runBinaryWith is runBinary with the command changed by wrap first.
+func runBinaryWith(t *testing.T, env []string, stdin string, wrap func(*exec.Cmd), args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
+	if wrap != nil {
+		wrap(cmd)
+	}
 	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
@@ -106,8 +115,10 @@ func TestChatTurnWithTools(t *testing.T) {
 			if len(reqs) != 2 {
 				t.Fatalf("model got %d requests, want 2", len(reqs))
 			}
-			if got := len(reqs[0].Tools); got != 11 {
-				t.Errorf("model was offered %d tools, want the 11 file tools", got)
+			// The 11 file tools, shell, start, jobs, stop and fetch; search
+			// is not configured.
+			if got := len(reqs[0].Tools); got != 16 {
+				t.Errorf("model was offered %d tools, want 16", got)
 			}
 		})
 	}
@@ -181,6 +192,10 @@ func TestDoctor(t *testing.T) {
 		out, _, code := runBinary(t, chatEnv(t, llm, t.TempDir()), "", "doctor")
 		if code != 0 || !strings.Contains(out, "All checks passed") || !strings.Contains(out, "ok    llm") {
 			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		if !strings.Contains(out, "ok    sandbox    namespaces (user, mount, pid, net, ipc, uts, cgroup), Landlock ABI") ||
+			!strings.Contains(out, "shell, start, stop, write") {
+			t.Errorf("doctor does not report the sandbox and the shell:\n%s", out)
 		}
 	})
 	t.Run("bad config and unreachable llm", func(t *testing.T) {

@@ -92,7 +92,7 @@ func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer a.store.Close()
+	defer a.close()
 	adapters, err := adaptersFor(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/firstmate/firstmate/internal/fakellm"
+)
+
+// versionCommand prints a toolchain's version: go's where the sandbox sees
+// it, else python3's.
+const versionCommand = `if command -v go >/dev/null; then go version; else python3 -c 'print(1)'; fi`
+
+func offered(req fakellm.Request) []string {
+	var names []string
+	for _, t := range req.Tools {
+		names = append(names, t.Function.Name)
+	}
+	return names
+}
+
+// lastToolResult is what the model was told of the last tool call.
+func lastToolResult(t *testing.T, llm *fakellm.Server) string {
+	t.Helper()
+	reqs := llm.Requests()
+	msgs := reqs[len(reqs)-1].Messages
+	return msgs[len(msgs)-1].Text()
+}
+
+// TestChatShellRunsInSandbox is the issue's acceptance path: a turn in the
+// terminal chat runs a toolchain in the sandbox and shows its output.
+func TestChatShellRunsInSandbox(t *testing.T) {
+	llm := fakellm.New(t, fakellm.WithReplies(
+		fakellm.Calls(fakellm.Call("shell", map[string]any{"command": versionCommand})),
+		fakellm.Text("The toolchain answered."),
+	))
+	out, errOut, code := runBinary(t, chatEnv(t, llm, t.TempDir()), "which toolchain is there?\n", "chat")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "✓ shell if command -v go") || !strings.Contains(out, "exit code 0") || !strings.Contains(out, "The toolchain answered.") {
+		t.Errorf("output:\n%s", out)
+	}
+	res := lastToolResult(t, llm)
+	if !strings.Contains(res, "go version go1.") && !strings.Contains(res, "1\n") {
+		t.Fatalf("the model did not get the toolchain's output: %q", res)
+	}
+	if !strings.Contains(res, "[exit code 0 ·") || strings.Contains(res, "WITHOUT a sandbox") {
+		t.Fatalf("result = %q", res)
+	}
+	if tools := offered(llm.Requests()[0]); !slices.Contains(tools, "shell") || !slices.Contains(tools, "start") {
+		t.Fatalf("offered %v", tools)
+	}
+}
+
+// TestChatShellUnavailable runs firstmate where the kernel refuses new user
+// namespaces (user.max_user_namespaces=0 in the namespace it runs in): the
+// shell is not offered, a call anyway says why and what fixes it, and
+// doctor says the same.
+func TestChatShellUnavailable(t *testing.T) {
+	llm := fakellm.New(t, fakellm.WithReplies(
+		fakellm.Calls(fakellm.Call("shell", map[string]any{"command": "id"})),
+		fakellm.Text("No shell here."),
+	))
+	env := chatEnv(t, llm, t.TempDir())
+	confined := func(cmd *exec.Cmd) {
+		cmd.Args = append([]string{"sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" "$@"`, cmd.Path}, cmd.Args[1:]...)
+		cmd.Path = "/bin/sh"
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: syscall.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: syscall.Getgid(), Size: 1}},
+		}
+	}
+	out, errOut, code := runBinaryWith(t, env, "run id\n", confined, "chat")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if tools := offered(llm.Requests()[0]); slices.Contains(tools, "shell") || slices.Contains(tools, "start") || !slices.Contains(tools, "read") {
+		t.Fatalf("offered %v with no working sandbox", tools)
+	}
+	res := lastToolResult(t, llm)
+	for _, want := range []string{"shell is unavailable here", "user namespaces are disabled (user.max_user_namespaces is 0)", "sysctl -w user.max_user_namespaces"} {
+		if !strings.Contains(res, want) {
+			t.Errorf("the call's result lacks %q: %q", want, res)
+		}
+	}
+	if !strings.Contains(errOut, "the shell is not offered") {
+		t.Errorf("the log does not say the shell is off:\n%s", errOut)
+	}
+
+	out, _, _ = runBinaryWith(t, env, "", confined, "doctor")
+	if !strings.Contains(out, "warn  sandbox    shell, start, jobs and stop are not offered: the sandbox is unavailable: user namespaces are disabled") {
+		t.Errorf("doctor:\n%s", out)
+	}
+}
+
+// TestChatUnsafeHostShell: with the sandbox off, commands run on the host
+// only with the operator's explicit setting, and the thread is told.
+func TestChatUnsafeHostShell(t *testing.T) {
+	call := fakellm.Calls(fakellm.Call("shell", map[string]any{"command": "echo on-the-host"}))
+	llm := fakellm.New(t, fakellm.WithReplies(call, fakellm.Text("ran"), call, fakellm.Text("ran")))
+	env := append(chatEnv(t, llm, t.TempDir()), "FIRSTMATE_SANDBOX=off")
+
+	out, _, _ := runBinary(t, env, "go\n", "chat")
+	if res := lastToolResult(t, llm); !strings.Contains(res, "the operator turned the shell off (sandbox: off)") || strings.Contains(out, "on-the-host") {
+		t.Fatalf("sandbox off ran a command: %q\n%s", res, out)
+	}
+
+	out, errOut, _ := runBinary(t, append(env, "FIRSTMATE_UNSAFE_HOST_SHELL=1"), "go\n", "chat")
+	if !strings.Contains(errOut, "UNSAFE: shell commands run on the host WITHOUT A SANDBOX") {
+		t.Errorf("no loud warning at start:\n%s", errOut)
+	}
+	if !strings.Contains(out, "⚠ unsandboxed: echo on-the-host") {
+		t.Errorf("the thread is not told:\n%s", out)
+	}
+	if res := lastToolResult(t, llm); !strings.Contains(res, "on-the-host") || !strings.Contains(res, "WITHOUT a sandbox") {
+		t.Errorf("result = %q", res)
+	}
+}
+
