@@ -7,6 +7,7 @@ test:
 
 build:
 	go build -o bin/firstmate ./cmd/firstmate
+	go build -o bin/firstmate-sandbox ./cmd/firstmate-sandbox
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
