@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,8 +84,8 @@ func confine(sp *spec) error {
 	if err := loopbackUp(); err != nil {
 		return fmt.Errorf("loopback: %w", err)
 	}
-	for _, fd := range []int{fdWorkspace, fdStatus} {
-		unix.CloseOnExec(fd)
+	if err := closeOnExecAll(); err != nil {
+		return err
 	}
 	if err := dropCapabilities(); err != nil {
 		return err
@@ -99,6 +100,28 @@ func confine(sp *spec) error {
 		return err
 	}
 	return setRlimits(sp.Limits, sp.NoFSize)
+}
+
+// closeOnExecAll marks every descriptor but stdin, stdout and stderr
+// close-on-exec: the helper's own (the workspace, the status pipe), and
+// any that firstmate inherited without the flag from whatever started it
+// (a supervisor, a shell), which exec.Cmd passes on and which could be a
+// host file or socket.
+func closeOnExecAll() error {
+	const closeRangeCloexec = 1 << 2 // CLOSE_RANGE_CLOEXEC, Linux 5.11
+	if unix.CloseRange(3, ^uint(0), closeRangeCloexec) == nil {
+		return nil
+	}
+	ents, err := os.ReadDir("/proc/self/fd") // the fresh /proc: it shows this process
+	if err != nil {
+		return fmt.Errorf("list descriptors: %w", err)
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+	return nil
 }
 
 const newRoot = "/tmp" // any directory: it is covered by a tmpfs in this mount namespace only
@@ -353,6 +376,10 @@ func dropCapabilities() error {
 func applyLandlock() error {
 	abi, _ := ll.LandlockGetABIVersion()
 	cfg := landlock.V7
+	// Landlock's TCP rules are per port: handling them with no rule would
+	// forbid every bind and connect, even to a server the command started
+	// on its own loopback. The network namespace is the network boundary.
+	cfg.HandledAccessNet = 0
 	if abi < 7 {
 		cfg = cfg.BestEffort()
 	}

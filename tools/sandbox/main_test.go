@@ -8,5 +8,7 @@ import (
 // The test binary is its own sandbox helper (/proc/self/exe).
 func TestMain(m *testing.M) {
 	MaybeHelper()
-	os.Exit(m.Run())
+	code := m.Run()
+	removeHostile()
+	os.Exit(code)
 }

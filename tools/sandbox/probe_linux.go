@@ -105,16 +105,19 @@ func (s *Sandbox) Probe(ctx context.Context) (Report, error) {
 }
 
 func (s *Sandbox) runProbe(ctx context.Context, ws string, p *probe) error {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	// The parent is kept apart from the deadline: Wait cancels the
+	// deadline once the helper exits, and a parent that is the same
+	// context would then read as cancelled by the caller.
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var out bytes.Buffer
 	proc := &Process{}
 	l := s.cfg.Limits
 	l.Timeout = 20 * time.Second
-	if err := s.startNSWith(ctx, proc, spec{Dir: ws, Path: s.cfg.Path, Limits: l, Probe: p}, &out); err != nil {
+	if err := s.startNSWith(dctx, proc, spec{Dir: ws, Path: s.cfg.Path, Limits: l, Probe: p}, &out); err != nil {
 		return asUnavailable(err)
 	}
-	proc.cancel, proc.deadline, proc.parent = cancel, ctx, ctx
+	proc.cancel, proc.deadline, proc.parent = cancel, dctx, ctx
 	res, err := proc.Wait()
 	if err != nil {
 		return asUnavailable(err)

@@ -190,6 +190,11 @@ func (s *Sandbox) startNSWith(ctx context.Context, p *Process, sp spec, out io.W
 		// the host uid, which is not mapped when running as root.
 		Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
 		Pdeathsig:  syscall.SIGKILL,
+		// A session of its own has no controlling terminal: otherwise,
+		// with firstmate run from a terminal, /dev/tty would be the
+		// operator's, to read keystrokes from, write to, and (without
+		// Landlock's ioctl rights) type into with TIOCSTI.
+		Setsid: true,
 	}
 	p.started = time.Now()
 	if err := cmd.Start(); err != nil {
