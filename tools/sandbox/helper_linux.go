@@ -23,8 +23,13 @@ const (
 	fdStatus    = 4 // setup errors; closed on exec, so EOF means the command started
 )
 
+// protocol changes whenever spec does: a firstmate-sandbox binary from
+// another build refuses to run rather than misread it.
+const protocol = 1
+
 // spec is what the parent tells the helper, as JSON in argv[1].
 type spec struct {
+	V       int    `json:"v"`
 	Script  string `json:"script"`
 	Dir     string `json:"dir"`            // the workspace's host path
 	BindDir bool   `json:"bind,omitempty"` // fd 3 is the directory itself, not a detached mount
@@ -59,6 +64,16 @@ func MaybeHelper() {
 	var sp spec
 	if err := json.Unmarshal([]byte(os.Args[1]), &sp); err != nil {
 		fail(fmt.Errorf("bad spec: %w", err))
+	}
+	if sp.V != protocol {
+		exe, _ := os.Executable()
+		fail(fmt.Errorf("the helper %s is from another firstmate build (protocol %d, firstmate sent %d); install firstmate and firstmate-sandbox from one build", exe, protocol, sp.V))
+	}
+	// Outside the namespaces it is started in, confine would change the
+	// host's mounts: a helper run by hand, or by anything but Start,
+	// refuses.
+	if os.Getpid() != 1 {
+		fail(errors.New("the sandbox helper runs only as PID 1 of the fresh namespaces firstmate starts it in"))
 	}
 	if err := confine(&sp); err != nil {
 		fail(err)

@@ -121,28 +121,7 @@ func (s *Sandbox) Start(ctx context.Context, c Command, out io.Writer) (*Process
 	return p, nil
 }
 
-func (s *Sandbox) merge(l Limits) Limits {
-	d := s.cfg.Limits
-	if l.Timeout <= 0 {
-		l.Timeout = d.Timeout
-	}
-	if l.Output <= 0 {
-		l.Output = d.Output
-	}
-	if l.TmpSize <= 0 {
-		l.TmpSize = d.TmpSize
-	}
-	if l.Procs <= 0 {
-		l.Procs = d.Procs
-	}
-	if l.OpenFiles <= 0 {
-		l.OpenFiles = d.OpenFiles
-	}
-	if l.FileSize == 0 {
-		l.FileSize = d.FileSize
-	}
-	return l.withDefaults()
-}
+func (s *Sandbox) merge(l Limits) Limits { return l.or(s.cfg.Limits).withDefaults() }
 
 const cloneFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
 	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
@@ -170,6 +149,7 @@ func (s *Sandbox) startNSWith(ctx context.Context, p *Process, sp spec, out io.W
 		return err
 	}
 	defer sw.Close()
+	sp.V = protocol
 	js, err := json.Marshal(sp)
 	if err != nil {
 		sr.Close()

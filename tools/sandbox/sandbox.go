@@ -45,6 +45,7 @@ type Limits struct {
 	OpenFiles int           // RLIMIT_NOFILE
 	FileSize  int64         // RLIMIT_FSIZE: the largest file a command may write
 	CPU       time.Duration // RLIMIT_CPU (0: the timeout plus a margin)
+	Memory    int64         // memory.max of the command's cgroup, where one is delegated
 }
 
 // DefaultLimits are the limits used where a field is zero.
@@ -55,17 +56,18 @@ var DefaultLimits = Limits{
 	Procs:     256,
 	OpenFiles: 1024,
 	FileSize:  1 << 30,
+	Memory:    1 << 30,
 }
 
 // MaxTimeout caps any timeout a caller asks for.
 const MaxTimeout = 30 * time.Minute
 
-func (l Limits) withDefaults() Limits {
-	d := DefaultLimits
+// or fills l's zero fields from d, all but CPU, which follows each
+// command's own timeout.
+func (l Limits) or(d Limits) Limits {
 	if l.Timeout <= 0 {
 		l.Timeout = d.Timeout
 	}
-	l.Timeout = min(l.Timeout, MaxTimeout)
 	if l.Output <= 0 {
 		l.Output = d.Output
 	}
@@ -78,11 +80,18 @@ func (l Limits) withDefaults() Limits {
 	if l.OpenFiles <= 0 {
 		l.OpenFiles = d.OpenFiles
 	}
-	if l.FileSize < 0 {
-		l.FileSize = 0
-	} else if l.FileSize == 0 {
+	if l.FileSize <= 0 {
 		l.FileSize = d.FileSize
 	}
+	if l.Memory <= 0 {
+		l.Memory = d.Memory
+	}
+	return l
+}
+
+func (l Limits) withDefaults() Limits {
+	l = l.or(DefaultLimits)
+	l.Timeout = min(l.Timeout, MaxTimeout)
 	if l.CPU <= 0 {
 		l.CPU = l.Timeout + 5*time.Second
 	}
