@@ -106,7 +106,7 @@ func newSandbox(ctx context.Context, cfg *config.Config, env func(string) (strin
 	s := cfg.Shell
 	sc := sandbox.Config{Kind: sandbox.KindNamespaces, Limits: sandbox.Limits{
 		Timeout: s.Timeout, Output: s.OutputKB << 10, TmpSize: int64(s.TmpMB) << 20,
-		Procs: s.Processes, OpenFiles: s.OpenFiles, FileSize: int64(s.FileMB) << 20,
+		Procs: s.Processes, OpenFiles: s.OpenFiles, FileSize: int64(s.FileMB) << 20, Memory: int64(s.MemoryMB) << 20,
 	}}
 	if cfg.Sandbox == "off" {
 		if unsafe {

@@ -121,4 +121,3 @@ func TestChatUnsafeHostShell(t *testing.T) {
 		t.Errorf("result = %q", res)
 	}
 }
-

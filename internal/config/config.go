@@ -68,12 +68,12 @@ const EnvConfig = "FIRSTMATE_CONFIG"
 // Config is firstmate's whole configuration: a plain tree of structs whose
 // yaml tags are the keys of the config file.
 type Config struct {
-	LLM      LLM      `yaml:"llm" json:"llm"`
-	Agent    Agent    `yaml:"agent" json:"agent"`
-	Store    Store    `yaml:"store" json:"store"`
-	HTTP     HTTP     `yaml:"http" json:"http"`
-	Log      Log      `yaml:"log" json:"log"`
-	Tools    Tools    `yaml:"tools" json:"tools"`
+	LLM   LLM   `yaml:"llm" json:"llm"`
+	Agent Agent `yaml:"agent" json:"agent"`
+	Store Store `yaml:"store" json:"store"`
+	HTTP  HTTP  `yaml:"http" json:"http"`
+	Log   Log   `yaml:"log" json:"log"`
+	Tools Tools `yaml:"tools" json:"tools"`
 	// Sandbox is where shell commands run: "auto" (in a sandbox if this
 	// host passes the probe; otherwise the shell is not offered),
 	// "namespaces" (the same, but failing the probe stops firstmate) or
@@ -174,6 +174,9 @@ type Shell struct {
 	FileMB     int           `yaml:"file_mb" json:"file_mb"`         // the largest file a command may write
 	Processes  int           `yaml:"processes" json:"processes"`     // processes and threads per command
 	OpenFiles  int           `yaml:"open_files" json:"open_files"`   // open files per process
+	// MemoryMB is a command's memory.max, where a cgroup v2 subtree with
+	// the memory controller is delegated to firstmate.
+	MemoryMB int `yaml:"memory_mb" json:"memory_mb"`
 	// Helper is the sandbox helper binary (firstmate-sandbox). Empty: the
 	// one next to the firstmate binary if there is one, else firstmate
 	// itself, re-executed.
@@ -261,14 +264,14 @@ func Default() *Config {
 			HistoryTurns: agent.DefaultRetention.MaxTurns,
 			Progress:     "full",
 		},
-		Store:    Store{RedisPrefix: "fm"},
-		HTTP:     HTTP{Addr: DefaultHTTPAddr},
-		Log:      Log{Level: "info", Format: "text"},
-		Tools:    Tools{Default: agent.ToolAllow},
-		Sandbox:  "auto",
+		Store:   Store{RedisPrefix: "fm"},
+		HTTP:    HTTP{Addr: DefaultHTTPAddr},
+		Log:     Log{Level: "info", Format: "text"},
+		Tools:   Tools{Default: agent.ToolAllow},
+		Sandbox: "auto",
 		Shell: Shell{
 			Timeout: time.Minute, MaxTimeout: 10 * time.Minute, OutputKB: 64, QuotaMB: 1024,
-			TmpMB: 256, FileMB: 1024, Processes: 256, OpenFiles: 1024,
+			TmpMB: 256, FileMB: 1024, Processes: 256, OpenFiles: 1024, MemoryMB: 1024,
 			Jobs: Jobs{PerChannel: 3, Lifetime: time.Hour},
 		},
 		Web: Web{

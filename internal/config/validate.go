@@ -130,6 +130,7 @@ func (v *validator) shell() {
 	v.atLeast("shell.file_mb", s.FileMB, 1)
 	v.atLeast("shell.processes", s.Processes, 16)
 	v.atLeast("shell.open_files", s.OpenFiles, 64)
+	v.atLeast("shell.memory_mb", s.MemoryMB, 16)
 	v.atLeast("shell.jobs.per_channel", s.Jobs.PerChannel, 0)
 }
 

@@ -20,7 +20,9 @@ import (
 type Report struct {
 	Kind     Kind
 	Landlock int // the kernel's Landlock ABI version; 0 if it has none
-	Took     time.Duration
+	// Cgroup says how memory and processes are bounded beyond rlimits.
+	Cgroup string
+	Took   time.Duration
 }
 
 func (r Report) String() string {
@@ -31,7 +33,7 @@ func (r Report) String() string {
 	if r.Landlock > 0 {
 		ll = fmt.Sprintf("Landlock ABI %d", r.Landlock)
 	}
-	return fmt.Sprintf("namespaces (user, mount, pid, net, ipc, uts, cgroup), %s, seccomp, rlimits; probe passed in %s", ll, r.Took.Round(time.Millisecond))
+	return fmt.Sprintf("namespaces (user, mount, pid, net, ipc, uts, cgroup), %s, seccomp, rlimits; %s; probe passed in %s", ll, r.Cgroup, r.Took.Round(time.Millisecond))
 }
 
 // probeProcs is the process limit the probe checks: small, so that a
@@ -51,6 +53,12 @@ func (s *Sandbox) Probe(ctx context.Context) (Report, error) {
 	}
 	abi, _ := ll.LandlockGetABIVersion()
 	rep.Landlock = max(abi, 0)
+	if cg, why := findCgroups(); cg != nil {
+		s.cg.Store(cg)
+		rep.Cgroup = fmt.Sprintf("memory %s and pids %d per command by cgroup v2 (%s)", formatBytes(s.cfg.Limits.Memory), s.cfg.Limits.Procs, cg.parent)
+	} else {
+		rep.Cgroup = "no cgroup limits (" + why + "): memory is bounded by the host only"
+	}
 	dir, err := os.MkdirTemp("", "firstmate-probe-")
 	if err != nil {
 		return rep, &Unavailable{Cause: "cannot create a probe directory: " + err.Error(), Err: err}
@@ -167,4 +175,14 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d B", n)
 }

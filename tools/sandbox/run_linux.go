@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +37,7 @@ const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // Sandbox starts confined commands. It is safe for concurrent use.
 type Sandbox struct {
 	cfg Config
+	cg  atomic.Pointer[cgroups] // set by Probe where a delegated cgroup v2 exists
 }
 
 // New returns a sandbox; it does not check that it works (see [Probe]).
@@ -100,6 +102,7 @@ type Process struct {
 	started  time.Time
 	deadline context.Context
 	parent   context.Context
+	cleanup  func() // removes the command's cgroup
 }
 
 // Start starts c with its output (stdout and stderr interleaved) written
@@ -176,9 +179,24 @@ func (s *Sandbox) startNSWith(ctx context.Context, p *Process, sp spec, out io.W
 		// Landlock's ioctl rights) type into with TIOCSTI.
 		Setsid: true,
 	}
+	if cg := s.cg.Load(); cg != nil {
+		// Straight into its own cgroup (CLONE_INTO_CGROUP): memory.max and
+		// pids.max hold from the first instruction.
+		f, remove, err := cg.create(sp.Limits)
+		if err != nil {
+			sr.Close()
+			return fmt.Errorf("sandbox cgroup: %w", err)
+		}
+		defer f.Close()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(f.Fd())
+		p.cleanup = remove
+	}
 	p.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		sr.Close()
+		if p.cleanup != nil {
+			p.cleanup()
+		}
 		return diagnose(err)
 	}
 	p.cmd, p.status = cmd, sr
@@ -221,6 +239,9 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 func (p *Process) Wait() (Result, error) {
 	err := p.cmd.Wait()
 	p.cancel()
+	if p.cleanup != nil {
+		p.cleanup()
+	}
 	res := Result{Took: time.Since(p.started), ExitCode: -1}
 	if st := p.cmd.ProcessState; st != nil {
 		res.ExitCode = st.ExitCode()
