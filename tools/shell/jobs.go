@@ -21,6 +21,9 @@ type JobLimits struct {
 	PerChannel int           // running jobs per channel (default 3)
 	Lifetime   time.Duration // a job is stopped after this (default 1 h)
 	LogSize    int64         // a job's log starts over past this (default 8 MiB)
+	// QuotaEvery is how often the workspace of a running job is measured;
+	// a job that takes it over its quota is stopped (default 10 s).
+	QuotaEvery time.Duration
 }
 
 func (l JobLimits) withDefaults() JobLimits {
@@ -33,6 +36,9 @@ func (l JobLimits) withDefaults() JobLimits {
 	l.Lifetime = min(l.Lifetime, sandbox.MaxTimeout*4)
 	if l.LogSize <= 0 {
 		l.LogSize = 8 << 20
+	}
+	if l.QuotaEvery <= 0 {
+		l.QuotaEvery = 10 * time.Second
 	}
 	return l
 }
@@ -54,6 +60,7 @@ type job struct {
 	state   string // "" while running
 	ended   time.Time
 	stopped bool
+	over    bool // stopped for taking the workspace over its quota
 }
 
 func (j *job) status() (state string, running bool, took time.Duration) {
@@ -68,6 +75,7 @@ func (j *job) status() (state string, running bool, took time.Duration) {
 type jobs struct {
 	sb     *sandbox.Sandbox
 	limits JobLimits
+	quota  func(dir string) bool // measures dir; true if it is over its quota
 	ctx    context.Context // ends every job at close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -77,9 +85,9 @@ type jobs struct {
 	all  []*job
 }
 
-func newJobs(sb *sandbox.Sandbox, l JobLimits) *jobs {
+func newJobs(sb *sandbox.Sandbox, l JobLimits, overQuota func(dir string) bool) *jobs {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &jobs{sb: sb, limits: l, ctx: ctx, cancel: cancel}
+	return &jobs{sb: sb, limits: l, quota: overQuota, ctx: ctx, cancel: cancel}
 }
 
 func (js *jobs) close() {
@@ -137,8 +145,9 @@ func (js *jobs) start(_ context.Context, ws *tools.Workspace, a startArgs) (tool
 	js.all = append(js.all, j)
 	js.prune(dir)
 	js.mu.Unlock()
-	js.wg.Add(1)
+	js.wg.Add(2)
 	go js.watch(j)
+	go js.police(j)
 
 	text := fmt.Sprintf("Started job %d: %s\nIts output goes to %s. It is stopped after %s, or with stop.", id, a.Command, logPath, js.limits.Lifetime)
 	if js.sb.Kind() == sandbox.KindHost {
@@ -157,6 +166,8 @@ func (js *jobs) watch(j *job) {
 	defer j.mu.Unlock()
 	j.ended = time.Now()
 	switch {
+	case j.over:
+		j.state = "stopped: it took the workspace over its quota"
 	case j.stopped:
 		j.state = "stopped"
 	case js.ctx.Err() != nil:
@@ -167,6 +178,28 @@ func (js *jobs) watch(j *job) {
 		j.state = "failed: " + err.Error()
 	default:
 		j.state = res.Status(js.limits.Lifetime)
+	}
+}
+
+// police stops the job if the workspace goes over its quota while it runs
+// (the shell checks after each command; a job has no end to check after).
+func (js *jobs) police(j *job) {
+	defer js.wg.Done()
+	t := time.NewTicker(js.limits.QuotaEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-j.done:
+			return
+		case <-t.C:
+			if js.quota(j.dir) {
+				j.mu.Lock()
+				j.over = true
+				j.mu.Unlock()
+				j.proc.Kill()
+				return
+			}
+		}
 	}
 }
 

@@ -53,7 +53,7 @@ func New(cfg Config) *Shell {
 		cfg.Quota = DefaultQuota
 	}
 	s := &Shell{cfg: cfg, over: map[string]bool{}}
-	s.jobs = newJobs(cfg.Sandbox, cfg.Jobs.withDefaults())
+	s.jobs = newJobs(cfg.Sandbox, cfg.Jobs.withDefaults(), func(dir string) bool { return s.quotaAfter(dir) != "" })
 	return s
 }
 

@@ -234,3 +234,17 @@ func TestJobLifetimeAndClose(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A background job that fills the workspace past its quota is stopped, and
+// the next command cannot grow files until it is cleaned up.
+func TestJobOverQuotaIsStopped(t *testing.T) {
+	e := newEnv(t, Config{Quota: 1 << 20, Jobs: JobLimits{QuotaEvery: 50 * time.Millisecond}})
+	e.must(e.ws, "start", map[string]any{"command": "i=0; while true; do head -c 100000 /dev/zero > f$i; i=$((i+1)); sleep 0.05; done"})
+	waitFor(t, "the job to be stopped", func() bool {
+		return strings.Contains(e.must(e.ws, "jobs", map[string]any{}).Text, "job 1 · stopped: it took the workspace over its quota")
+	})
+	res := e.must(e.ws, "shell", map[string]any{"command": "echo x > more; echo rc=$?"})
+	if strings.Contains(res.Text, "rc=0") || !strings.Contains(res.Text, "could not grow any file") {
+		t.Fatalf("text = %q", res.Text)
+	}
+}
