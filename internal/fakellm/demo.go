@@ -1,6 +1,7 @@
 package fakellm
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,14 +16,24 @@ const (
 
 // Demo is a handler that behaves like a tiny agent, for trying firstmate
 // without a model: asked anything, it lists the workspace and writes
-// hello.txt; given the tool results, it summarizes them. It speaks native
+// hello.txt; given "$ command", it runs the command with the shell tool;
+// given the tool results, it summarizes them. It speaks native
 // tool calls when the request offers tools, and the [TOOL] text protocol
 // when the system prompt describes it instead.
 func Demo(req *Request) Reply {
 	last := req.LastMessage()
 	textProtocol := len(req.Tools) == 0 && len(req.Messages) > 0 &&
 		req.Messages[0].Role == "system" && strings.Contains(req.Messages[0].Text(), "[TOOL]")
+	command, isCommand := strings.CutPrefix(strings.TrimSpace(last.Text()), "$ ")
+	isCommand = isCommand && last.Role == "user"
 	switch {
+	case isCommand && textProtocol:
+		args, _ := json.Marshal(map[string]string{"command": command})
+		return Text("Running it.\n[TOOL] shell(" + string(args) + ") [/TOOL]")
+	case isCommand && slices.Contains(req.ToolNames(), "shell"):
+		return Calls(Call("shell", map[string]string{"command": command}))
+	case isCommand:
+		return Text("The shell tool is not offered here, so I cannot run that. (This is fakellm's demo script, not a real model.)")
 	case last.Role == "tool":
 		return Text(demoSummary(toolResults(req)))
 	case textProtocol && strings.Contains(last.Text(), "[TOOL_RESULT"):
@@ -86,13 +97,24 @@ func textResults(s string) []demoResult {
 func demoSummary(results []demoResult) string {
 	var b strings.Builder
 	b.WriteString("Done. Here is what the tools said:\n")
+	wrote := false
 	for _, r := range results {
+		if r.name == "shell" {
+			fmt.Fprintf(&b, "- shell:\n```\n%s\n```\n", strings.TrimSpace(r.text))
+			continue
+		}
+		wrote = wrote || r.name == "write"
 		line, _, _ := strings.Cut(strings.TrimSpace(r.text), "\n")
 		if line == "" {
 			line = "(no output)"
 		}
 		fmt.Fprintf(&b, "- %s: %s\n", r.name, line)
 	}
-	b.WriteString("\nI left a note in hello.txt. (This is fakellm's demo script, not a real model.)")
+	if wrote {
+		b.WriteString("\nI left a note in hello.txt. ")
+	} else {
+		b.WriteString("\n")
+	}
+	b.WriteString("(This is fakellm's demo script, not a real model.)")
 	return b.String()
 }

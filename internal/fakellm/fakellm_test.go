@@ -387,6 +387,26 @@ func TestDemo(t *testing.T) {
 	if r := fakellm.Demo(text); !strings.Contains(r.Text, "- ls: a.txt\n- write: wrote\n") {
 		t.Errorf("text summary = %q", r.Text)
 	}
+
+	// "$ command" runs the command with the shell when it is offered, and
+	// the summary shows all it printed.
+	cmd := &fakellm.Request{Messages: []fakellm.Message{{Role: "user", Content: ptr("$ go version")}}}
+	if r := fakellm.Demo(cmd); len(r.ToolCalls) != 0 || !strings.Contains(r.Text, "not offered") {
+		t.Errorf("without a shell: %+v", r)
+	}
+	cmd.Tools = make([]fakellm.Tool, 1)
+	cmd.Tools[0].Type, cmd.Tools[0].Function.Name = "function", "shell"
+	if r := fakellm.Demo(cmd); len(r.ToolCalls) != 1 || r.ToolCalls[0].Name != "shell" || r.ToolCalls[0].Args != `{"command":"go version"}` {
+		t.Errorf("shell call = %+v", r)
+	}
+	text.Messages = append(text.Messages, fakellm.Message{Role: "user", Content: ptr("$ ls -l")})
+	if r := fakellm.Demo(text); !strings.Contains(r.Text, `[TOOL] shell({"command":"ls -l"}) [/TOOL]`) {
+		t.Errorf("text shell call = %q", r.Text)
+	}
+	text.Messages = append(text.Messages, fakellm.Message{Role: "user", Content: ptr("[TOOL_RESULT shell c3]\nline one\nline two\n[exit code 0 · 5ms]\n[/TOOL_RESULT]")})
+	if r := fakellm.Demo(text); !strings.Contains(r.Text, "- shell:\n```\nline one\nline two\n[exit code 0 · 5ms]\n```") || strings.Contains(r.Text, "hello.txt") {
+		t.Errorf("shell summary = %q", r.Text)
+	}
 }
 
 func ptr(s string) *string { return &s }

@@ -118,7 +118,7 @@ func (s *Shell) shell(ctx context.Context, ws *tools.Workspace, a shellArgs) (to
 	case note != "":
 		fmt.Fprintf(&b, "\nThe workspace is back under its %s quota; files can grow again.", tools.FormatSize(s.cfg.Quota))
 	}
-	summary := fmt.Sprintf("%s → %s · %s", oneLine(a.Command, 60), status, round(res.Took))
+	summary := oneLine(a.Command, 60) + " → " + status // the thread shows the time itself
 	if s.cfg.Sandbox.Kind() == sandbox.KindHost {
 		summary = "⚠ unsandboxed: " + summary
 	}

@@ -77,7 +77,7 @@ func TestShellOutputAndExitCode(t *testing.T) {
 	if !strings.Contains(res.Text, "out\nerr\n") || !strings.Contains(res.Text, "[exit code 3 ·") {
 		t.Fatalf("text = %q", res.Text)
 	}
-	if !strings.HasPrefix(res.Summary, "echo out; echo err >&2; exit 3 → exit code 3") {
+	if res.Summary != "echo out; echo err >&2; exit 3 → exit code 3" {
 		t.Fatalf("summary = %q", res.Summary)
 	}
 }
