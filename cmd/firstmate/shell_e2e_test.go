@@ -97,6 +97,16 @@ func TestChatShellUnavailable(t *testing.T) {
 	if !strings.Contains(out, "warn  sandbox    shell, start, jobs and stop are not offered: the sandbox is unavailable: user namespaces are disabled") {
 		t.Errorf("doctor:\n%s", out)
 	}
+
+	// With sandbox: namespaces the operator asked for the sandbox: no start.
+	_, errOut, code = runBinaryWith(t, append(env, "FIRSTMATE_SANDBOX=namespaces"), "hi\n", confined, "chat")
+	if code != 1 || !strings.Contains(errOut, "sandbox: namespaces is set, but the sandbox is unavailable: user namespaces are disabled") {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+	out, _, code = runBinaryWith(t, append(env, "FIRSTMATE_SANDBOX=namespaces"), "", confined, "doctor")
+	if code != 1 || !strings.Contains(out, "FAIL  sandbox") {
+		t.Errorf("doctor exit %d:\n%s", code, out)
+	}
 }
 
 // TestChatUnsafeHostShell: with the sandbox off, commands run on the host
