@@ -54,4 +54,3 @@ func BenchmarkShellOverhead(b *testing.B) {
 	b.ReportMetric(float64(mt.Microseconds())/1000, "tool-ms")
 	b.ReportMetric(float64((mt-md).Microseconds())/1000, "overhead-ms")
 }
-

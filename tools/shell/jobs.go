@@ -76,7 +76,7 @@ type jobs struct {
 	sb     *sandbox.Sandbox
 	limits JobLimits
 	quota  func(dir string) bool // measures dir; true if it is over its quota
-	ctx    context.Context // ends every job at close
+	ctx    context.Context       // ends every job at close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
