@@ -98,7 +98,6 @@ type Process struct {
 	cmd      *exec.Cmd
 	status   *os.File
 	cancel   context.CancelFunc
-	timeout  time.Duration
 	started  time.Time
 	deadline context.Context
 	parent   context.Context
@@ -110,7 +109,7 @@ type Process struct {
 func (s *Sandbox) Start(ctx context.Context, c Command, out io.Writer) (*Process, error) {
 	l := s.merge(c.Limits)
 	dctx, cancel := context.WithTimeout(ctx, l.Timeout)
-	p := &Process{cancel: cancel, timeout: l.Timeout, deadline: dctx, parent: ctx}
+	p := &Process{cancel: cancel, deadline: dctx, parent: ctx}
 	var err error
 	if s.cfg.Kind == KindHost {
 		err = s.startHost(dctx, p, c, l, out)
