@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 // The hostile battery: each test does, from inside the sandbox, something a

@@ -16,26 +16,6 @@ import (
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
 
-// Report is what Probe found.
-type Report struct {
-	Kind     Kind
-	Landlock int // the kernel's Landlock ABI version; 0 if it has none
-	// Cgroup says how memory and processes are bounded beyond rlimits.
-	Cgroup string
-	Took   time.Duration
-}
-
-func (r Report) String() string {
-	if r.Kind == KindHost {
-		return "commands run on the host WITHOUT a sandbox (FIRSTMATE_UNSAFE_HOST_SHELL=1)"
-	}
-	ll := "no Landlock in this kernel: namespaces, seccomp and rlimits only"
-	if r.Landlock > 0 {
-		ll = fmt.Sprintf("Landlock ABI %d", r.Landlock)
-	}
-	return fmt.Sprintf("namespaces (user, mount, pid, net, ipc, uts, cgroup), %s, seccomp, rlimits; %s; probe passed in %s", ll, r.Cgroup, r.Took.Round(time.Millisecond))
-}
-
 // probeProcs is the process limit the probe checks: small, so that a
 // limit that does not bind shows up at once.
 const probeProcs = 16

@@ -16,24 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Config sets up a Sandbox.
-type Config struct {
-	Kind Kind
-	// Exe is the helper executable: a binary that calls MaybeHelper. The
-	// default is this very binary (/proc/self/exe), which still works
-	// after the file on disk is replaced by an upgrade.
-	Exe string
-	// UID and GID are the host ids the sandbox's root maps to. Zero means
-	// the current ids, or 65534 (nobody) when running as root: host uid 0
-	// inside a namespace could write whatever root owns on the host.
-	UID, GID int
-	Path     string // PATH inside; "" = DefaultPath
-	Limits   Limits // defaults for every command
-}
-
-// DefaultPath is the PATH a command sees.
-const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin"
-
 // Sandbox starts confined commands. It is safe for concurrent use.
 type Sandbox struct {
 	cfg Config
@@ -81,16 +63,6 @@ func (s *Sandbox) Owner() (uid, gid int) {
 		return -1, -1
 	}
 	return s.cfg.UID, s.cfg.GID
-}
-
-// Command is one command to run.
-type Command struct {
-	Dir    string // the workspace's host directory
-	Script string // run by sh -c
-	Limits Limits // zero fields take the sandbox's
-	// NoGrow forbids growing any file (RLIMIT_FSIZE 0): a workspace over
-	// its quota can still be cleaned up, but not filled further.
-	NoGrow bool
 }
 
 // Process is a started command.

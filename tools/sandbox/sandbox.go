@@ -141,3 +141,51 @@ func (r Result) Status(timeout time.Duration) string {
 		return fmt.Sprintf("exit code %d", r.ExitCode)
 	}
 }
+
+// Config sets up a Sandbox.
+type Config struct {
+	Kind Kind
+	// Exe is the helper executable: a binary that calls MaybeHelper. The
+	// default is this very binary (/proc/self/exe), which still works
+	// after the file on disk is replaced by an upgrade.
+	Exe string
+	// UID and GID are the host ids the sandbox's root maps to. Zero means
+	// the current ids, or 65534 (nobody) when running as root: host uid 0
+	// inside a namespace could write whatever root owns on the host.
+	UID, GID int
+	Path     string // PATH inside; "" = DefaultPath
+	Limits   Limits // defaults for every command
+}
+
+// DefaultPath is the PATH a command sees.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin"
+
+// Command is one command to run.
+type Command struct {
+	Dir    string // the workspace's host directory
+	Script string // run by sh -c
+	Limits Limits // zero fields take the sandbox's
+	// NoGrow forbids growing any file (RLIMIT_FSIZE 0): a workspace over
+	// its quota can still be cleaned up, but not filled further.
+	NoGrow bool
+}
+
+// Report is what Probe found.
+type Report struct {
+	Kind     Kind
+	Landlock int // the kernel's Landlock ABI version; 0 if it has none
+	// Cgroup says how memory and processes are bounded beyond rlimits.
+	Cgroup string
+	Took   time.Duration
+}
+
+func (r Report) String() string {
+	if r.Kind == KindHost {
+		return "commands run on the host WITHOUT a sandbox (FIRSTMATE_UNSAFE_HOST_SHELL=1)"
+	}
+	ll := "no Landlock in this kernel: namespaces, seccomp and rlimits only"
+	if r.Landlock > 0 {
+		ll = fmt.Sprintf("Landlock ABI %d", r.Landlock)
+	}
+	return fmt.Sprintf("namespaces (user, mount, pid, net, ipc, uts, cgroup), %s, seccomp, rlimits; %s; probe passed in %s", ll, r.Cgroup, r.Took.Round(time.Millisecond))
+}
