@@ -14,6 +14,8 @@ import (
 	"time"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+
+	"github.com/firstmate/firstmate/tools"
 )
 
 // probeProcs is the process limit the probe checks: small, so that a
@@ -35,7 +37,7 @@ func (s *Sandbox) Probe(ctx context.Context) (Report, error) {
 	rep.Landlock = max(abi, 0)
 	if cg, why := findCgroups(); cg != nil {
 		s.cg.Store(cg)
-		rep.Cgroup = fmt.Sprintf("memory %s and pids %d per command by cgroup v2 (%s)", formatBytes(s.cfg.Limits.Memory), s.cfg.Limits.Procs, cg.parent)
+		rep.Cgroup = fmt.Sprintf("memory %s and pids %d per command by cgroup v2 (%s)", tools.FormatSize(s.cfg.Limits.Memory), s.cfg.Limits.Procs, cg.parent)
 	} else {
 		rep.Cgroup = "no cgroup limits (" + why + "): memory is bounded by the host only"
 	}
@@ -155,14 +157,4 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
-}
-
-func formatBytes(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20:
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return fmt.Sprintf("%d B", n)
 }
