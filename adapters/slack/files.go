@@ -34,23 +34,13 @@ func (a *Adapter) Download(ctx context.Context, f agent.File, ws *tools.Workspac
 		return "", err
 	}
 	req.Header.Set("Authorization", "Bearer "+a.cfg.BotToken)
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("download: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("download: HTTP %d", resp.StatusCode)
-	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") && !strings.HasPrefix(f.MIME, "text/html") {
-		// Slack answers a missing scope with its login page.
-		return "", errors.New("download: Slack sent a web page instead of the file (the app may lack the files:read scope)")
-	}
-	dest := adapters.UploadPath(ws, f.Name)
-	if _, _, err := ws.WriteFrom(dest, resp.Body, max); err != nil {
-		return "", err
-	}
-	return dest, nil
+	return adapters.Download(a.http, req, ws, f.Name, max, func(resp *http.Response) error {
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") && !strings.HasPrefix(f.MIME, "text/html") {
+			// Slack answers a missing scope with its login page.
+			return errors.New("download: Slack sent a web page instead of the file (the app may lack the files:read scope)")
+		}
+		return nil
+	})
 }
 
 // fileHostOK reports whether the bot token may be sent to a file link:

@@ -6,20 +6,13 @@
 package slack
 
 import (
-	"bufio"
-	"bytes"
 	"html"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/yuin/goldmark/ast"
-	east "github.com/yuin/goldmark/extension/ast"
-	ghtml "github.com/yuin/goldmark/renderer/html"
-	"github.com/yuin/goldmark/text"
-	"github.com/yuin/goldmark/util"
 )
 
 // RenderMrkdwn converts Markdown to Slack mrkdwn, for a message's text field
@@ -35,119 +28,70 @@ import (
 // @channel, @everyone are broken up (see [Neutralize]). Any input renders;
 // none panics.
 func RenderMrkdwn(md string) string {
-	src := []byte(md)
-	doc := adapters.MarkdownParser().Parser().Parse(text.NewReader(src))
-	r := &mrkdwnRenderer{src: src}
-	lines := r.blocks(doc, "\n")
-	var b strings.Builder
-	for i, l := range lines {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(strings.TrimRight(l.text, " \t"))
-	}
-	out := strings.Trim(b.String(), "\n")
-	return neutralizePlain(out)
+	r := &mrkdwnRenderer{src: []byte(md)}
+	l := &adapters.MarkdownLayout{Src: r.src, Style: r}
+	return neutralizePlain(l.Render())
 }
 
-// mrkdwnLine is one line of rendered output. Lines of code blocks keep their
-// indentation inside lists, so code stays as written.
-type mrkdwnLine struct {
-	text string
-	code bool
-}
-
+// mrkdwnRenderer is the Slack side of [adapters.MarkdownLayout] and
+// [adapters.WalkInlines].
 type mrkdwnRenderer struct {
 	src []byte
-	// Active inline styles: markers are not repeated inside themselves
-	// (Slack does not nest *bold* in *bold*).
-	bold, italic, strike int
-	quote                int // blockquote depth: Slack quotes do not nest
+	// Active inline styles, by adapters.Emphasis: markers are not repeated
+	// inside themselves (Slack does not nest *bold* in *bold*).
+	styles [len(mrkdwnMarkers)]int
+	quote  int // blockquote depth: Slack quotes do not nest
 	// labelMode renders link labels and table cells: text only, no markers.
 	labelMode int
 }
 
-// blocks renders n's block children, separated by sep lines ("\n" for a
-// blank line between them, "" for none).
-func (r *mrkdwnRenderer) blocks(n ast.Node, sep string) []mrkdwnLine {
-	var out []mrkdwnLine
-	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-		lines := r.block(c)
-		if len(lines) == 0 {
-			continue
-		}
-		if len(out) > 0 && sep != "" {
-			out = append(out, mrkdwnLine{})
-		}
-		out = append(out, lines...)
+var mrkdwnMarkers = [...]string{adapters.Bold: "*", adapters.Italic: "_", adapters.Strike: "~"}
+
+func (r *mrkdwnRenderer) Paragraph(n ast.Node) string { return r.inlines(n) }
+
+// Heading is a bold line: Slack has no headings.
+func (r *mrkdwnRenderer) Heading(n *ast.Heading) string {
+	outer := r.styles[adapters.Bold]
+	r.styles[adapters.Bold]++
+	s := r.inlines(n)
+	r.styles[adapters.Bold]--
+	if strings.TrimSpace(s) == "" {
+		return ""
 	}
-	return out
+	if outer == 0 {
+		var w mrkdwnWriter
+		styleLines(&w, s, mrkdwnMarkers[adapters.Bold])
+		s = w.b.String()
+	}
+	return s
 }
 
-func (r *mrkdwnRenderer) block(n ast.Node) []mrkdwnLine {
-	switch n := n.(type) {
-	case *ast.Paragraph, *ast.TextBlock:
-		return mrkdwnText(r.inlines(n))
-	case *ast.Heading:
-		outer := r.bold
-		r.bold++
-		s := r.inlines(n)
-		r.bold--
-		if strings.TrimSpace(s) == "" {
-			return nil
-		}
-		if outer == 0 {
-			var w mrkdwnWriter
-			styleLines(&w, s, "*")
-			s = w.b.String()
-		}
-		return mrkdwnText(s)
-	case *ast.ThematicBreak:
-		return []mrkdwnLine{{text: "──────────"}}
-	case *ast.CodeBlock, *ast.FencedCodeBlock:
-		var b strings.Builder
-		lines := n.Lines()
-		for i := range lines.Len() {
-			seg := lines.At(i)
-			b.Write(seg.Value(r.src))
-		}
-		return mrkdwnCode(b.String())
-	case *ast.HTMLBlock:
-		// Shown as written: raw HTML means nothing in Slack.
-		var b strings.Builder
-		lines := n.Lines()
-		for i := range lines.Len() {
-			seg := lines.At(i)
-			b.Write(seg.Value(r.src))
-		}
-		if n.HasClosure() {
-			b.Write(n.ClosureLine.Value(r.src))
-		}
-		return mrkdwnText(escapeMrkdwn(strings.TrimRight(b.String(), "\n")))
-	case *ast.Blockquote:
-		// Paragraphs in a quote go without a blank line between them: a
-		// line of a lone ">" is not a quote to Slack.
-		r.quote++
-		lines := r.blocks(n, "")
-		r.quote--
-		if r.quote > 0 {
-			return lines // already inside a quote
-		}
-		for i := range lines {
-			lines[i].text = ">" + prefixSpace(lines[i].text)
-		}
-		return lines
-	case *ast.List:
-		return r.list(n)
-	case *east.Table:
-		return r.table(n)
-	case *ast.LinkReferenceDefinition:
-		return nil
+// CodeBlock is a ``` block, without the language, which Slack does not
+// show. Slack has no way to escape ``` in code, so a run of three is broken
+// with a zero-width space.
+func (r *mrkdwnRenderer) CodeBlock(raw, _ string) []adapters.MarkdownLine {
+	body := strings.ReplaceAll(escapeMrkdwn(raw), "```", "``\u200b`")
+	out := []adapters.MarkdownLine{{Text: "```", Code: true}}
+	for l := range strings.SplitSeq(body, "\n") {
+		// Trailing blanks go, in code as on every line of a message.
+		out = append(out, adapters.MarkdownLine{Text: strings.TrimRight(l, " \t"), Code: true})
 	}
-	if c := n.FirstChild(); c != nil && c.Type() == ast.TypeInline {
-		return mrkdwnText(r.inlines(n))
+	return append(out, adapters.MarkdownLine{Text: "```", Code: true})
+}
+
+func (r *mrkdwnRenderer) Quote(l *adapters.MarkdownLayout, n *ast.Blockquote) []adapters.MarkdownLine {
+	// Paragraphs in a quote go without a blank line between them: a
+	// line of a lone ">" is not a quote to Slack.
+	r.quote++
+	lines := l.Blocks(n, false)
+	r.quote--
+	if r.quote > 0 {
+		return lines // already inside a quote
 	}
-	return r.blocks(n, "\n")
+	for i := range lines {
+		lines[i].Text = ">" + prefixSpace(lines[i].Text)
+	}
+	return lines
 }
 
 func prefixSpace(s string) string {
@@ -157,123 +101,19 @@ func prefixSpace(s string) string {
 	return " " + s
 }
 
-var listBullets = []string{"•", "◦", "▪"}
-
-// listIndent indents what belongs to an item below its first line.
-const listIndent = "    "
-
-func (r *mrkdwnRenderer) list(n *ast.List) []mrkdwnLine {
-	depth := 0
-	for p := n.Parent(); p != nil; p = p.Parent() {
-		if _, ok := p.(*ast.List); ok {
-			depth++
-		}
-	}
-	var out []mrkdwnLine
-	num := n.Start
-	for item := n.FirstChild(); item != nil; item = item.NextSibling() {
-		marker := listBullets[depth%len(listBullets)]
-		if n.IsOrdered() {
-			marker = strconv.Itoa(num) + "."
-			num++
-		}
-		lines := r.blocks(item, "")
-		if len(lines) == 0 || lines[0].code {
-			lines = append([]mrkdwnLine{{}}, lines...)
-		}
-		lines[0].text = marker + prefixSpace(lines[0].text)
-		for i := 1; i < len(lines); i++ {
-			if !lines[i].code && lines[i].text != "" {
-				lines[i].text = listIndent + lines[i].text
-			}
-		}
-		out = append(out, lines...)
-	}
-	return out
+func (r *mrkdwnRenderer) Cell(n ast.Node) string {
+	r.labelMode++
+	s := r.inlines(n)
+	r.labelMode--
+	return html.UnescapeString(s)
 }
 
-func (r *mrkdwnRenderer) table(n *east.Table) []mrkdwnLine {
-	var rows [][]string
-	for row := n.FirstChild(); row != nil; row = row.NextSibling() {
-		var cells []string
-		for cell := row.FirstChild(); cell != nil; cell = cell.NextSibling() {
-			r.labelMode++
-			s := r.inlines(cell)
-			r.labelMode--
-			cells = append(cells, html.UnescapeString(s))
-		}
-		rows = append(rows, cells)
-	}
-	cols := len(n.Alignments)
-	for _, row := range rows {
-		cols = max(cols, len(row))
-	}
-	width := make([]int, cols)
-	for _, row := range rows {
-		for i, c := range row {
-			width[i] = max(width[i], utf8.RuneCountInString(c))
-		}
-	}
-	var b strings.Builder
-	for ri, row := range rows {
-		for i := range cols {
-			c := ""
-			if i < len(row) {
-				c = row[i]
-			}
-			align := east.AlignLeft
-			if i < len(n.Alignments) {
-				align = n.Alignments[i]
-			}
-			if i > 0 {
-				b.WriteString(" | ")
-			}
-			b.WriteString(adapters.PadCell(c, width[i], align))
-		}
-		b.WriteByte('\n')
-		if ri == 0 {
-			for i := range cols {
-				if i > 0 {
-					b.WriteString("-+-")
-				}
-				b.WriteString(strings.Repeat("-", width[i]))
-			}
-			b.WriteByte('\n')
-		}
-	}
-	return mrkdwnCode(b.String())
-}
-
-// mrkdwnCode is a ``` block of raw text. Slack has no way to escape ``` in
-// code, so a run of three is broken with a zero-width space.
-func mrkdwnCode(raw string) []mrkdwnLine {
-	raw = strings.TrimRight(raw, "\n")
-	if strings.TrimSpace(raw) == "" {
-		return nil
-	}
-	body := strings.ReplaceAll(escapeMrkdwn(raw), "```", "``\u200b`")
-	out := []mrkdwnLine{{text: "```", code: true}}
-	for l := range strings.SplitSeq(body, "\n") {
-		out = append(out, mrkdwnLine{text: l, code: true})
-	}
-	return append(out, mrkdwnLine{text: "```", code: true})
-}
-
-func mrkdwnText(s string) []mrkdwnLine {
-	if s == "" {
-		return nil
-	}
-	var out []mrkdwnLine
-	for l := range strings.SplitSeq(s, "\n") {
-		out = append(out, mrkdwnLine{text: l})
-	}
-	return out
-}
+func (r *mrkdwnRenderer) Escape(s string) string { return escapeMrkdwn(s) }
 
 // inlines renders n's inline children.
 func (r *mrkdwnRenderer) inlines(n ast.Node) string {
 	var w mrkdwnWriter
-	r.inlineChildren(&w, n)
+	adapters.WalkInlines(r.src, r, &w, n)
 	return w.b.String()
 }
 
@@ -311,126 +151,50 @@ func (w *mrkdwnWriter) close(marker string) {
 
 func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
-func (r *mrkdwnRenderer) inlineChildren(w *mrkdwnWriter, n ast.Node) {
-	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-		r.inline(w, c)
-	}
-}
+func (r *mrkdwnRenderer) Text(w *mrkdwnWriter, s string) { w.text(escapeMrkdwn(s)) }
 
-func (r *mrkdwnRenderer) inline(w *mrkdwnWriter, n ast.Node) {
-	switch n := n.(type) {
-	case *ast.Text:
-		if n.IsRaw() {
-			w.text(escapeMrkdwn(string(n.Segment.Value(r.src))))
-		} else {
-			w.text(escapeMrkdwn(r.plain(n.Segment.Value(r.src))))
-		}
-		switch {
-		case n.HardLineBreak(), n.SoftLineBreak():
-			if r.labelMode > 0 {
-				w.text(" ")
-			} else {
-				w.text("\n")
-			}
-		}
-	case *ast.String:
-		if n.IsCode() || n.IsRaw() {
-			w.text(escapeMrkdwn(string(n.Value)))
-		} else {
-			w.text(escapeMrkdwn(r.plain(n.Value)))
-		}
-	case *ast.CodeSpan:
-		var b strings.Builder
-		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-			if t, ok := c.(*ast.Text); ok {
-				b.Write(t.Segment.Value(r.src))
-			} else if s, ok := c.(*ast.String); ok {
-				b.Write(s.Value)
-			}
-		}
-		code := strings.ReplaceAll(strings.ReplaceAll(b.String(), "\r\n", " "), "\n", " ")
-		code = strings.ReplaceAll(code, "\x00", "\ufffd")
-		// Slack ends a code span at the next backtick and cannot escape
-		// one: such code is shown as plain text rather than cut short.
-		if r.labelMode > 0 || strings.Contains(code, "`") || strings.TrimSpace(code) == "" {
-			w.text(escapeMrkdwn(code))
-			return
-		}
-		w.open("`")
+// OneLine: a link's label is one line in Slack, as is a table cell.
+func (r *mrkdwnRenderer) OneLine() bool { return r.labelMode > 0 }
+
+func (r *mrkdwnRenderer) CodeSpan(w *mrkdwnWriter, code string) {
+	// Slack ends a code span at the next backtick and cannot escape
+	// one: such code is shown as plain text rather than cut short.
+	if r.labelMode > 0 || strings.Contains(code, "`") {
 		w.text(escapeMrkdwn(code))
-		w.close("`")
-	case *ast.Emphasis:
-		if n.Level >= 2 {
-			r.styled(w, n, &r.bold, "*")
-		} else {
-			r.styled(w, n, &r.italic, "_")
-		}
-	case *east.Strikethrough:
-		r.styled(w, n, &r.strike, "~")
-	case *ast.Link:
-		r.link(w, n, string(util.URLEscape(n.Destination, true)), false)
-	case *ast.Image:
-		r.link(w, n, string(util.URLEscape(n.Destination, true)), true)
-	case *ast.AutoLink:
-		url := string(n.URL(r.src))
-		label := string(n.Label(r.src))
-		switch {
-		case n.AutoLinkType == ast.AutoLinkEmail:
-			if !plausibleEmail(label) {
-				// <!subteam^S1|@team> reads as an e-mail address to
-				// CommonMark; it is Slack syntax, shown as text.
-				w.text(escapeMrkdwn("<" + label + ">"))
-				return
-			}
-			if !strings.HasPrefix(strings.ToLower(url), "mailto:") {
-				url = "mailto:" + url
-			}
-		case strings.Contains(url, "|"):
-			// A model that knows it is in Slack writes <url|text>.
-			url, label, _ = strings.Cut(url, "|")
-		case !strings.Contains(url, "://") && !adapters.HasScheme(url):
-			url = "http://" + url // linkify's www.example.com
-		}
-		r.emitLink(w, string(util.URLEscape([]byte(url), false)), escapeMrkdwn(label))
-	case *ast.RawHTML:
-		var b strings.Builder
-		for i := range n.Segments.Len() {
-			seg := n.Segments.At(i)
-			b.Write(seg.Value(r.src))
-		}
-		raw := b.String()
-		if adapters.IsBreakTag(raw) {
-			if r.labelMode > 0 {
-				w.text(" ")
-			} else {
-				w.text("\n")
-			}
-			return
-		}
-		w.text(escapeMrkdwn(strings.ReplaceAll(raw, "\n", " ")))
-	case *east.TaskCheckBox:
-		if n.IsChecked {
-			w.text("☑ ")
-		} else {
-			w.text("☐ ")
-		}
-	default:
-		r.inlineChildren(w, n)
+		return
 	}
+	w.open("`")
+	w.text(escapeMrkdwn(code))
+	w.close("`")
 }
 
-// styled wraps n's content in marker unless that style is already on (Slack
-// does not nest a style in itself).
-func (r *mrkdwnRenderer) styled(w *mrkdwnWriter, n ast.Node, depth *int, marker string) {
-	outer := *depth
-	*depth++
+// Emphasize wraps n's content in the style's marker unless that style is
+// already on (Slack does not nest a style in itself).
+func (r *mrkdwnRenderer) Emphasize(w *mrkdwnWriter, n ast.Node, e adapters.Emphasis) {
+	outer := r.styles[e]
+	r.styles[e]++
 	inner := r.inlines(n)
-	*depth--
+	r.styles[e]--
 	if outer > 0 || r.labelMode > 0 {
 		w.text(inner)
 		return
 	}
-	styleLines(w, inner, marker)
+	styleLines(w, inner, mrkdwnMarkers[e])
+}
+
+func (r *mrkdwnRenderer) AutoLink(w *mrkdwnWriter, url, label string, email bool) {
+	switch {
+	case email && !plausibleEmail(label):
+		// <!subteam^S1|@team> reads as an e-mail address to CommonMark;
+		// it is Slack syntax, shown as text.
+		w.text(escapeMrkdwn("<" + label + ">"))
+		return
+	case !email && strings.Contains(label, "|"):
+		// A model that knows it is in Slack writes <url|text>.
+		url, label, _ = strings.Cut(label, "|")
+		url = adapters.AutoLinkURL(url, false)
+	}
+	r.emitLink(w, url, escapeMrkdwn(label))
 }
 
 // styleLines wraps each line's text in marker, leaving blank lines and the
@@ -455,10 +219,11 @@ func styleLines(w *mrkdwnWriter, inner, marker string) {
 	}
 }
 
-// link renders a link or an image. Only web and mail links become Slack
+// Link renders a link or an image. Only web and mail links become Slack
 // links; anything else (relative paths, javascript:, Slack specials such as
 // "!channel") is shown as text.
-func (r *mrkdwnRenderer) link(w *mrkdwnWriter, n ast.Node, dest string, image bool) {
+func (r *mrkdwnRenderer) Link(w *mrkdwnWriter, n ast.Node, dest string) {
+	_, image := n.(*ast.Image)
 	r.labelMode++
 	label := strings.TrimSpace(r.inlines(n))
 	r.labelMode--
@@ -497,9 +262,7 @@ func (r *mrkdwnRenderer) emitLink(w *mrkdwnWriter, url, label string) {
 		}
 		return
 	}
-	if i := strings.IndexByte(url, ':'); i > 0 {
-		url = strings.ToLower(url[:i]) + url[i:] // MAILTO: → mailto:
-	}
+	url = adapters.LowerScheme(url)
 	u := linkURL(url)
 	if label == "" || label == escapeMrkdwn(url) {
 		w.text("<" + u + ">")
@@ -524,15 +287,9 @@ func plausibleEmail(addr string) bool {
 
 // linkableURL: the schemes Slack makes links of, and nothing that could be
 // read as a mention or a broadcast.
-func linkableURL(url string) bool {
-	l := strings.ToLower(url)
-	for _, scheme := range []string{"http://", "https://", "mailto:"} {
-		if strings.HasPrefix(l, scheme) && len(l) > len(scheme) {
-			return true
-		}
-	}
-	return false
-}
+func linkableURL(url string) bool { return adapters.LinkableURL(url, mrkdwnSchemes) }
+
+var mrkdwnSchemes = []string{"http://", "https://", "mailto:"}
 
 // linkURL makes a URL safe inside <…|…>: | and > would end it early.
 func linkURL(url string) string {
@@ -545,16 +302,6 @@ func linkURL(url string) string {
 		"\r", "",
 		" ", "%20",
 	).Replace(url)
-}
-
-// plain resolves Markdown's backslash escapes and entities in a text
-// segment, the way goldmark's HTML renderer does, to plain text.
-func (r *mrkdwnRenderer) plain(v []byte) string {
-	var buf bytes.Buffer
-	bw := bufio.NewWriter(&buf)
-	ghtml.DefaultWriter.Write(bw, v)
-	bw.Flush()
-	return html.UnescapeString(buf.String())
 }
 
 // escapeMrkdwn is Slack's escaping of text: only &, < and >, which Slack decodes

@@ -1,50 +1,21 @@
 package slack
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"unicode/utf8"
-)
 
-var updateGolden = flag.Bool("update", false, "rewrite testdata/mrkdwn/*.golden from the current output")
+	"github.com/firstmate/firstmate/adapters/internal/mdtest"
+)
 
 // TestRenderMrkdwnGolden renders testdata/mrkdwn/*.md and compares with
 // the .golden file beside it. Refresh with: go test -run Golden -update.
 func TestRenderMrkdwnGolden(t *testing.T) {
-	inputs, err := filepath.Glob("testdata/mrkdwn/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(inputs) < 15 {
-		t.Fatalf("only %d golden cases", len(inputs))
-	}
-	for _, in := range inputs {
-		name := strings.TrimSuffix(filepath.Base(in), ".md")
-		t.Run(name, func(t *testing.T) {
-			md, err := os.ReadFile(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := RenderMrkdwn(string(md))
-			checkMrkdwn(t, string(md), got)
-			golden := strings.TrimSuffix(in, ".md") + ".golden"
-			if *updateGolden {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from %s:\n--- got ---\n%s\n--- want ---\n%s", in, golden, got, want)
-			}
+	for _, c := range mdtest.Corpus(t, "testdata/mrkdwn/*.md") {
+		t.Run(c.Name, func(t *testing.T) {
+			got := RenderMrkdwn(c.Markdown)
+			checkMrkdwn(t, c.Markdown, got)
+			mdtest.Golden(t, c.Base+".golden", got)
 		})
 	}
 }
@@ -83,6 +54,8 @@ func TestRenderMrkdwn(t *testing.T) {
 		{"a\\*b\\*", "a*b*"},
 		{"&copy; &amp;", "© &amp;"},
 		{"a<br>b", "a\nb"},
+		{"|a|b|\n|-|-|\n|1|22|", "```\na | b\n--+---\n1 | 22\n```"},
+		{"|a|\n|-|\n| |", "```\na\n-\n```"}, // a blank last row shows nothing
 	}
 	for _, tt := range tests {
 		if got := RenderMrkdwn(tt.in); got != tt.want {
@@ -92,23 +65,7 @@ func TestRenderMrkdwn(t *testing.T) {
 }
 
 func TestRenderMrkdwnConcurrent(t *testing.T) {
-	md, err := os.ReadFile("testdata/mrkdwn/16-answer.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := RenderMrkdwn(string(md))
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 20 {
-				if got := RenderMrkdwn(string(md)); got != want {
-					t.Error("concurrent rendering differs")
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	mdtest.Concurrent(t, RenderMrkdwn, "testdata/mrkdwn/16-answer.md")
 }
 
 // checkMrkdwn checks what every rendering must be: no Slack control
@@ -151,11 +108,8 @@ func clip(s string) string {
 }
 
 func FuzzRenderMrkdwn(f *testing.F) {
-	inputs, _ := filepath.Glob("testdata/mrkdwn/*.md")
-	for _, in := range inputs {
-		if md, err := os.ReadFile(in); err == nil {
-			f.Add(string(md))
-		}
+	for _, c := range mdtest.Corpus(f, "testdata/mrkdwn/*.md") {
+		f.Add(c.Markdown)
 	}
 	for _, s := range []string{
 		"<!channel>", "[x](<!here>)", "<@U1>", "**a**b", "```\n", "> ```\n> a", "|a|\n|-|\n|<@U1>|",

@@ -36,17 +36,6 @@ func (a *Adapter) Download(ctx context.Context, f agent.File, ws *tools.Workspac
 	if err != nil {
 		return "", a.scrub(err)
 	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("download: %w", a.scrub(err))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("download: HTTP %d", resp.StatusCode)
-	}
-	dest := adapters.UploadPath(ws, f.Name)
-	if _, _, err := ws.WriteFrom(dest, resp.Body, max); err != nil {
-		return "", err
-	}
-	return dest, nil
+	dest, err := adapters.Download(a.http, req, ws, f.Name, max, nil)
+	return dest, a.scrub(err)
 }

@@ -1,20 +1,12 @@
 package telegram
 
 import (
-	"bufio"
-	"bytes"
-	"html"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/yuin/goldmark/ast"
-	east "github.com/yuin/goldmark/extension/ast"
-	ghtml "github.com/yuin/goldmark/renderer/html"
-	"github.com/yuin/goldmark/text"
-	"github.com/yuin/goldmark/util"
 )
 
 // RenderHTML converts Markdown to the HTML of the Bot API's parse_mode
@@ -40,23 +32,11 @@ func RenderHTML(md string) string { return renderTelegram(md, false) }
 func PlainText(md string) string { return renderTelegram(md, true) }
 
 func renderTelegram(md string, plain bool) string {
-	src := []byte(normalizeMarkdown(md))
-	doc := adapters.MarkdownParser().Parser().Parse(text.NewReader(src))
-	r := &htmlRenderer{src: src, plain: plain}
-	var b strings.Builder
-	for i, l := range r.blocks(doc, true) {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		if l.code && !plain {
-			b.WriteString(l.text)
-		} else {
-			b.WriteString(strings.TrimRight(l.text, " \t"))
-		}
-	}
-	// The newlines trimmed here are outside every element: a closing tag
-	// always follows an element's last text.
-	return strings.Trim(b.String(), "\n")
+	r := &htmlRenderer{src: []byte(normalizeMarkdown(md)), plain: plain}
+	l := &adapters.MarkdownLayout{Src: r.src, Style: r, MaxIndent: mdMaxIndent}
+	// The newlines trimmed at the ends are outside every element: a closing
+	// tag always follows an element's last text.
+	return l.Render()
 }
 
 // normalizeMarkdown makes the input what Telegram will show: valid UTF-8,
@@ -82,117 +62,41 @@ func normalizeMarkdown(md string) string {
 	}, md)
 }
 
-// htmlLine is one line of output. Lines of a <pre> block take no
-// indentation or quote bar: that would change the code.
-type htmlLine struct {
-	text string
-	code bool
-}
-
+// htmlRenderer is the Telegram side of [adapters.MarkdownLayout] and
+// [adapters.WalkInlines].
 type htmlRenderer struct {
 	src   []byte
 	plain bool // PlainText: no tags, no escaping, links show their URL
-	// Active inline styles: a style is not nested in itself (Telegram
-	// merges or rejects bold inside bold).
-	bold, italic, strike int
-	inLink               int // inside a link's label: no links, no code
-	inCell               int // inside a table cell: one line of plain text
-	// Nesting of lists and of quotes drawn with a bar. Past
-	// mdMaxIndent levels the text is indented no further, so that hostile
-	// nesting cannot blow up the output.
-	lists, bars int
+	// Active inline styles, by adapters.Emphasis: a style is not nested in
+	// itself (Telegram merges or rejects bold inside bold).
+	styles [len(htmlTags)]int
+	inLink int // inside a link's label: no links, no code
+	inCell int // inside a table cell: one line of plain text
+	bars   int // quotes drawn with a bar around the block being rendered
 }
 
+var htmlTags = [...]string{adapters.Bold: "b", adapters.Italic: "i", adapters.Strike: "s"}
+
+// mdMaxIndent is how many levels of lists indent what they hold, and of
+// quotes draw a bar: past it, hostile nesting cannot blow up the output.
 const mdMaxIndent = 8
 
-// blocks renders n's block children, with a blank line between them when
-// loose is set and none otherwise.
-func (r *htmlRenderer) blocks(n ast.Node, loose bool) []htmlLine {
-	var out []htmlLine
-	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-		lines := r.block(c)
-		if len(lines) == 0 {
-			continue
-		}
-		if len(out) > 0 && loose {
-			out = append(out, htmlLine{})
-		}
-		out = append(out, lines...)
-	}
-	return out
-}
+func (r *htmlRenderer) Paragraph(n ast.Node) string { return r.inlines(n, "") }
 
-func (r *htmlRenderer) block(n ast.Node) []htmlLine {
-	switch n := n.(type) {
-	case *ast.Paragraph, *ast.TextBlock:
-		return htmlTextLines(r.inlines(n, ""))
-	case *ast.Heading:
-		r.bold++ // **bold** in a heading is not nested in its <b>
-		s := r.inlines(n, "b")
-		r.bold--
-		return htmlTextLines(s)
-	case *ast.ThematicBreak:
-		return []htmlLine{{text: "──────────"}}
-	case *ast.FencedCodeBlock:
-		return r.codeBlock(mdSegmentsText(r.src, n.Lines()), mdCodeLanguage(n.Language(r.src)))
-	case *ast.CodeBlock:
-		return r.codeBlock(mdSegmentsText(r.src, n.Lines()), "")
-	case *ast.HTMLBlock:
-		// Shown as written: a model's <div> or <script> is text, never markup.
-		s := mdSegmentsText(r.src, n.Lines())
-		if n.HasClosure() {
-			s += string(n.ClosureLine.Value(r.src))
-		}
-		s = strings.TrimRight(s, "\n")
-		if strings.TrimSpace(s) == "" {
-			return nil
-		}
-		var out []htmlLine
-		for l := range strings.SplitSeq(s, "\n") {
-			out = append(out, htmlLine{text: r.escape(l)})
-		}
-		return out
-	case *ast.Blockquote:
-		return r.quote(n)
-	case *ast.List:
-		return r.list(n)
-	case *east.Table:
-		return r.table(n)
-	case *ast.LinkReferenceDefinition:
-		return nil
-	}
-	if c := n.FirstChild(); c != nil && c.Type() == ast.TypeInline {
-		return htmlTextLines(r.inlines(n, ""))
-	}
-	return r.blocks(n, true)
-}
-
-func htmlTextLines(s string) []htmlLine {
-	if s == "" {
-		return nil
-	}
-	var out []htmlLine
-	for l := range strings.SplitSeq(s, "\n") {
-		out = append(out, htmlLine{text: l})
-	}
-	return out
-}
-
-func mdSegmentsText(src []byte, segs *text.Segments) string {
-	var b strings.Builder
-	for i := range segs.Len() {
-		seg := segs.At(i)
-		b.Write(seg.Value(src))
-	}
-	return b.String()
+// Heading is a bold line: Telegram has no headings.
+func (r *htmlRenderer) Heading(n *ast.Heading) string {
+	r.styles[adapters.Bold]++ // **bold** in a heading is not nested in its <b>
+	s := r.inlines(n, htmlTags[adapters.Bold])
+	r.styles[adapters.Bold]--
+	return s
 }
 
 // mdCodeLanguage is the language of a fenced code block for Telegram's
 // highlighter, which takes letters, digits, _, + and -: "c#" becomes
 // "csharp", as Telegram names it, and an info string with anything else in
 // its first word ("{.python}", "\"><script>") gives no language at all.
-func mdCodeLanguage(info []byte) string {
-	lang := strings.ReplaceAll(string(info), "#", "sharp")
+func mdCodeLanguage(info string) string {
+	lang := strings.ReplaceAll(info, "#", "sharp")
 	if lang == "" || len(lang) > 32 {
 		return ""
 	}
@@ -204,22 +108,20 @@ func mdCodeLanguage(info []byte) string {
 	return lang
 }
 
-func (r *htmlRenderer) codeBlock(raw, lang string) []htmlLine {
-	raw = strings.TrimRight(raw, "\n")
-	if strings.TrimSpace(raw) == "" {
-		return nil
-	}
-	var out []htmlLine
+// CodeBlock is a <pre> block. In plain text, with no <pre> around them,
+// its lines are indented and trimmed like any others.
+func (r *htmlRenderer) CodeBlock(raw, info string) []adapters.MarkdownLine {
+	var out []adapters.MarkdownLine
 	for l := range strings.SplitSeq(raw, "\n") {
-		out = append(out, htmlLine{text: r.escape(l), code: true})
+		out = append(out, adapters.MarkdownLine{Text: r.Escape(l), Code: !r.plain})
 	}
 	if !r.plain {
 		open, close := "<pre>", "</pre>"
-		if lang != "" {
+		if lang := mdCodeLanguage(info); lang != "" {
 			open, close = `<pre><code class="language-`+lang+`">`, "</code></pre>"
 		}
-		out[0].text = open + out[0].text
-		out[len(out)-1].text += close
+		out[0].Text = open + out[0].Text
+		out[len(out)-1].Text += close
 	}
 	return out
 }
@@ -227,121 +129,48 @@ func (r *htmlRenderer) codeBlock(raw, lang string) []htmlLine {
 // mdQuoteBar marks the lines of a quote that cannot be a <blockquote>.
 const mdQuoteBar = "│ "
 
-// quote renders a blockquote. Telegram's quotes do not nest and cannot sit
+// Quote renders a blockquote. Telegram's quotes do not nest and cannot sit
 // in a list's indentation, so only a quote at the top level is a
 // <blockquote>; others, and all of them in plain text, are lines with a bar.
-func (r *htmlRenderer) quote(n *ast.Blockquote) []htmlLine {
+func (r *htmlRenderer) Quote(l *adapters.MarkdownLayout, n *ast.Blockquote) []adapters.MarkdownLine {
 	_, top := n.Parent().(*ast.Document)
 	bar := !top || r.plain
 	if bar {
 		r.bars++
 		defer func() { r.bars-- }()
 	}
-	lines := r.blocks(n, true)
+	lines := l.Blocks(n, true)
 	if len(lines) == 0 {
 		return nil
 	}
 	if !bar {
-		lines[0].text = "<blockquote>" + lines[0].text
-		lines[len(lines)-1].text += "</blockquote>"
+		lines[0].Text = "<blockquote>" + lines[0].Text
+		lines[len(lines)-1].Text += "</blockquote>"
 		return lines
 	}
 	if r.bars > mdMaxIndent {
 		return lines
 	}
 	for i := range lines {
-		if lines[i].code && !r.plain {
+		if lines[i].Code {
 			continue
 		}
-		lines[i].text = strings.TrimRight(mdQuoteBar+lines[i].text, " ")
+		lines[i].Text = strings.TrimRight(mdQuoteBar+lines[i].Text, " ")
 	}
 	return lines
 }
 
-var mdListBullets = []string{"•", "◦", "▪"}
-
-// mdListIndent indents what belongs to an item below its first line.
-const mdListIndent = "    "
-
-func (r *htmlRenderer) list(n *ast.List) []htmlLine {
-	depth := r.lists
-	r.lists++
-	defer func() { r.lists-- }()
-	var out []htmlLine
-	num := n.Start
-	for item := n.FirstChild(); item != nil; item = item.NextSibling() {
-		marker := mdListBullets[depth%len(mdListBullets)]
-		if n.IsOrdered() {
-			marker = strconv.Itoa(num) + "."
-			num++
-		}
-		lines := r.blocks(item, false)
-		if len(lines) == 0 || lines[0].code && !r.plain {
-			lines = append([]htmlLine{{}}, lines...)
-		}
-		lines[0].text = marker + " " + lines[0].text
-		for i := 1; i < len(lines); i++ {
-			if (!lines[i].code || r.plain) && lines[i].text != "" && depth < mdMaxIndent {
-				lines[i].text = mdListIndent + lines[i].text
-			}
-		}
-		out = append(out, lines...)
-	}
-	return out
+// Cell renders a table cell as plain text: the table is a <pre> block.
+func (r *htmlRenderer) Cell(n ast.Node) string {
+	cr := &htmlRenderer{src: r.src, plain: true, inCell: 1}
+	return strings.TrimSpace(cr.inlines(n, ""))
 }
 
-// table renders a table as aligned plain text in a <pre> block: Telegram
-// has no tables, and only fixed-width text keeps the columns.
-func (r *htmlRenderer) table(n *east.Table) []htmlLine {
-	cellRenderer := &htmlRenderer{src: r.src, plain: true, inCell: 1}
-	var rows [][]string
-	for row := n.FirstChild(); row != nil; row = row.NextSibling() {
-		var cells []string
-		for cell := row.FirstChild(); cell != nil; cell = cell.NextSibling() {
-			cells = append(cells, strings.TrimSpace(cellRenderer.inlines(cell, "")))
-		}
-		rows = append(rows, cells)
+func (r *htmlRenderer) Escape(s string) string {
+	if r.plain {
+		return s
 	}
-	cols := len(n.Alignments)
-	for _, row := range rows {
-		cols = max(cols, len(row))
-	}
-	width := make([]int, cols)
-	for _, row := range rows {
-		for i, c := range row {
-			width[i] = max(width[i], utf8.RuneCountInString(c))
-		}
-	}
-	var b, line strings.Builder
-	for ri, row := range rows {
-		line.Reset()
-		for i := range cols {
-			c := ""
-			if i < len(row) {
-				c = row[i]
-			}
-			align := east.AlignLeft
-			if i < len(n.Alignments) {
-				align = n.Alignments[i]
-			}
-			if i > 0 {
-				line.WriteString(" | ")
-			}
-			line.WriteString(adapters.PadCell(c, width[i], align))
-		}
-		b.WriteString(strings.TrimRight(line.String(), " "))
-		b.WriteByte('\n')
-		if ri == 0 {
-			for i := range cols {
-				if i > 0 {
-					b.WriteString("-+-")
-				}
-				b.WriteString(strings.Repeat("-", width[i]))
-			}
-			b.WriteByte('\n')
-		}
-	}
-	return r.codeBlock(b.String(), "")
+	return escapeHTMLText(s)
 }
 
 // inlines renders n's inline children, inside the element tag if one is
@@ -351,128 +180,55 @@ func (r *htmlRenderer) inlines(n ast.Node, tag string) string {
 	if tag != "" {
 		w.open(tag, "<"+tag+">")
 	}
-	r.inlineChildren(w, n)
+	adapters.WalkInlines(r.src, r, w, n)
 	if tag != "" {
 		w.close()
 	}
 	return w.b.String()
 }
 
-func (r *htmlRenderer) inlineChildren(w *htmlWriter, n ast.Node) {
-	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-		r.inline(w, c)
-	}
-}
+func (r *htmlRenderer) Text(w *htmlWriter, s string) { w.text(s) }
 
-func (r *htmlRenderer) lineBreak(w *htmlWriter) {
-	if r.inCell > 0 {
-		w.text(" ")
-	} else {
-		w.text("\n")
-	}
-}
+func (r *htmlRenderer) OneLine() bool { return r.inCell > 0 }
 
-func (r *htmlRenderer) inline(w *htmlWriter, n ast.Node) {
-	switch n := n.(type) {
-	case *ast.Text:
-		if n.IsRaw() {
-			w.text(string(n.Segment.Value(r.src)))
-		} else {
-			w.text(mdUnescape(n.Segment.Value(r.src)))
-		}
-		if n.HardLineBreak() || n.SoftLineBreak() {
-			r.lineBreak(w)
-		}
-	case *ast.String:
-		if n.IsCode() || n.IsRaw() {
-			w.text(string(n.Value))
-		} else {
-			w.text(mdUnescape(n.Value))
-		}
-	case *ast.CodeSpan:
-		var b strings.Builder
-		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-			switch c := c.(type) {
-			case *ast.Text:
-				b.Write(c.Segment.Value(r.src))
-			case *ast.String:
-				b.Write(c.Value)
-			}
-		}
-		code := strings.ReplaceAll(b.String(), "\n", " ")
-		if r.inLink > 0 || r.inCell > 0 || strings.TrimSpace(code) == "" {
-			w.text(code) // Telegram allows no code inside a link
-			return
-		}
-		w.code(code)
-	case *ast.Emphasis:
-		if n.Level >= 2 {
-			r.styled(w, n, &r.bold, "b")
-		} else {
-			r.styled(w, n, &r.italic, "i")
-		}
-	case *east.Strikethrough:
-		r.styled(w, n, &r.strike, "s")
-	case *ast.Link:
-		r.link(w, n, string(util.URLEscape(n.Destination, true)))
-	case *ast.Image:
-		r.link(w, n, string(util.URLEscape(n.Destination, true)))
-	case *ast.AutoLink:
-		url := string(n.URL(r.src))
-		label := string(n.Label(r.src))
-		switch {
-		case n.AutoLinkType == ast.AutoLinkEmail:
-			if !strings.HasPrefix(strings.ToLower(url), "mailto:") {
-				url = "mailto:" + url
-			}
-		case !strings.Contains(url, "://") && !adapters.HasScheme(url):
-			url = "http://" + url // linkify's www.example.com
-		}
-		url = string(util.URLEscape([]byte(url), false))
-		if !htmlLinkable(url) || r.inLink > 0 || r.inCell > 0 || r.plain {
-			w.text(label)
-			return
-		}
-		w.open("a", htmlLinkTag(url))
-		w.text(label)
-		w.close()
-	case *ast.RawHTML:
-		raw := mdSegmentsText(r.src, n.Segments)
-		if adapters.IsBreakTag(raw) {
-			r.lineBreak(w)
-			return
-		}
-		w.text(strings.ReplaceAll(raw, "\n", " "))
-	case *east.TaskCheckBox:
-		if n.IsChecked {
-			w.text("☑ ")
-		} else {
-			w.text("☐ ")
-		}
-	default:
-		r.inlineChildren(w, n)
-	}
-}
-
-// styled wraps n's content in tag unless that style is already on.
-func (r *htmlRenderer) styled(w *htmlWriter, n ast.Node, depth *int, tag string) {
-	if *depth > 0 {
-		r.inlineChildren(w, n)
+func (r *htmlRenderer) CodeSpan(w *htmlWriter, code string) {
+	if r.inLink > 0 || r.inCell > 0 {
+		w.text(code) // Telegram allows no code inside a link
 		return
 	}
-	*depth++
-	w.open(tag, "<"+tag+">")
-	r.inlineChildren(w, n)
-	w.close()
-	*depth--
+	w.code(code)
 }
 
-// link renders a link or an image (as a link named by its alt text). Only
+// Emphasize wraps n's content in the style's tag unless that style is
+// already on.
+func (r *htmlRenderer) Emphasize(w *htmlWriter, n ast.Node, e adapters.Emphasis) {
+	if r.styles[e] > 0 {
+		adapters.WalkInlines(r.src, r, w, n)
+		return
+	}
+	r.styles[e]++
+	w.open(htmlTags[e], "<"+htmlTags[e]+">")
+	adapters.WalkInlines(r.src, r, w, n)
+	w.close()
+	r.styles[e]--
+}
+
+func (r *htmlRenderer) AutoLink(w *htmlWriter, url, label string, _ bool) {
+	if !htmlLinkable(url) || r.inLink > 0 || r.inCell > 0 || r.plain {
+		w.text(label)
+		return
+	}
+	w.open("a", htmlLinkTag(url))
+	w.text(label)
+	w.close()
+}
+
+// Link renders a link or an image (as a link named by its alt text). Only
 // web, mail and tg: URLs become links; anything else (relative paths,
 // javascript:, data:) shows as text with the destination after it.
-func (r *htmlRenderer) link(w *htmlWriter, n ast.Node, dest string) {
+func (r *htmlRenderer) Link(w *htmlWriter, n ast.Node, dest string) {
 	if r.inLink > 0 {
-		r.inlineChildren(w, n) // a badge in a link: its alt text is the label
+		adapters.WalkInlines(r.src, r, w, n) // a badge in a link: its alt text is the label
 		return
 	}
 	label := strings.TrimSpace(r.labelText(n))
@@ -482,7 +238,7 @@ func (r *htmlRenderer) link(w *htmlWriter, n ast.Node, dest string) {
 			return
 		}
 		r.inLink++
-		r.inlineChildren(w, n)
+		adapters.WalkInlines(r.src, r, w, n)
 		r.inLink--
 		if dest != "" && dest != label {
 			w.text(" (" + dest + ")")
@@ -494,7 +250,7 @@ func (r *htmlRenderer) link(w *htmlWriter, n ast.Node, dest string) {
 		w.text(dest)
 	} else {
 		r.inLink++
-		r.inlineChildren(w, n)
+		adapters.WalkInlines(r.src, r, w, n)
 		r.inLink--
 	}
 	w.close()
@@ -507,40 +263,14 @@ func (r *htmlRenderer) labelText(n ast.Node) string {
 }
 
 func htmlLinkTag(url string) string {
-	if i := strings.IndexByte(url, ':'); i > 0 {
-		url = strings.ToLower(url[:i]) + url[i:] // HTTPS:// → https://
-	}
-	return `<a href="` + escapeHTMLAttr(url) + `">`
+	return `<a href="` + escapeHTMLAttr(adapters.LowerScheme(url)) + `">`
 }
 
 // htmlLinkable: the schemes that may become a Telegram link. tg: links are
 // Telegram's own (tg://user?id=… mentions a user).
-func htmlLinkable(url string) bool {
-	l := strings.ToLower(url)
-	for _, scheme := range []string{"http://", "https://", "mailto:", "tg://"} {
-		if strings.HasPrefix(l, scheme) && len(l) > len(scheme) {
-			return true
-		}
-	}
-	return false
-}
+func htmlLinkable(url string) bool { return adapters.LinkableURL(url, htmlSchemes) }
 
-// mdUnescape resolves Markdown's backslash escapes and entities in a text
-// segment, the way goldmark's HTML renderer does, to plain text.
-func mdUnescape(v []byte) string {
-	var buf bytes.Buffer
-	bw := bufio.NewWriter(&buf)
-	ghtml.DefaultWriter.Write(bw, v)
-	bw.Flush()
-	return html.UnescapeString(buf.String())
-}
-
-func (r *htmlRenderer) escape(s string) string {
-	if r.plain {
-		return s
-	}
-	return escapeHTMLText(s)
-}
+var htmlSchemes = []string{"http://", "https://", "mailto:", "tg://"}
 
 // escapeHTMLText escapes what Telegram's HTML requires in text.
 func escapeHTMLText(s string) string {

@@ -2,70 +2,37 @@ package telegram
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"unicode"
 	"unicode/utf8"
-)
 
-var updateHTMLGolden = flag.Bool("update", false, "rewrite testdata/html/*.golden and *.plain from the current output")
+	"github.com/firstmate/firstmate/adapters/internal/mdtest"
+)
 
 // TestRenderHTMLGolden renders testdata/html/*.md and compares with the
 // .golden (RenderHTML) and .plain (PlainText) files beside it. Refresh
 // with: go test -run Golden -update.
 func TestRenderHTMLGolden(t *testing.T) {
-	inputs, err := filepath.Glob("testdata/html/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(inputs) < 15 {
-		t.Fatalf("only %d golden cases", len(inputs))
-	}
-	for _, in := range inputs {
-		name := strings.TrimSuffix(filepath.Base(in), ".md")
-		t.Run(name, func(t *testing.T) {
-			md, err := os.ReadFile(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := RenderHTML(string(md))
+	for _, c := range mdtest.Corpus(t, "testdata/html/*.md") {
+		t.Run(c.Name, func(t *testing.T) {
+			got := RenderHTML(c.Markdown)
 			if err := validateTelegramHTML(got); err != nil {
 				t.Errorf("invalid Telegram HTML: %v\n%s", err, got)
 			}
-			plain := PlainText(string(md))
+			plain := PlainText(c.Markdown)
 			if !utf8.ValidString(plain) {
 				t.Errorf("PlainText is not valid UTF-8: %q", plain)
 			}
 			for _, limit := range []int{4096, 500} {
-				checkSplit(t, string(md), limit)
+				checkSplit(t, c.Markdown, limit)
 			}
-			base := strings.TrimSuffix(in, ".md")
-			compareHTMLGolden(t, base+".golden", got)
-			compareHTMLGolden(t, base+".plain", plain)
+			mdtest.Golden(t, c.Base+".golden", got)
+			mdtest.Golden(t, c.Base+".plain", plain)
 		})
-	}
-}
-
-func compareHTMLGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *updateHTMLGolden {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s:\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
 	}
 }
 
@@ -257,23 +224,7 @@ func TestSplitHTMLLongAnswer(t *testing.T) {
 }
 
 func TestRenderHTMLConcurrent(t *testing.T) {
-	md, err := os.ReadFile("testdata/html/15-answer.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := RenderHTML(string(md))
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 20 {
-				if got := RenderHTML(string(md)); got != want {
-					t.Error("concurrent rendering differs")
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	mdtest.Concurrent(t, RenderHTML, "testdata/html/15-answer.md")
 }
 
 // TestValidator makes sure the validator rejects what Telegram rejects or
@@ -610,10 +561,9 @@ func TestRenderHTMLRandom(t *testing.T) {
 }
 
 func htmlFuzzSeeds(f *testing.F) {
-	inputs, _ := filepath.Glob("testdata/html/*.md")
-	for _, in := range inputs {
-		if md, err := os.ReadFile(in); err == nil && len(md) < 4000 {
-			f.Add(string(md))
+	for _, c := range mdtest.Corpus(f, "testdata/html/*.md") {
+		if len(c.Markdown) < 4000 {
+			f.Add(c.Markdown)
 		}
 	}
 	for _, s := range []string{
