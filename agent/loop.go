@@ -67,7 +67,9 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 	if maxSteps <= 0 {
 		maxSteps = DefaultMaxSteps
 	}
-	set := t.Tools
+	// Read once: a set that depends on a check still running (the sandbox
+	// probe) is replaced when it ends, but not within a turn.
+	set := t.Tools.Current()
 	specs := l.toolSpecs(set)
 	if t.Mode != nil {
 		specs = offered(specs, t.Mode)

@@ -3,8 +3,10 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
@@ -318,4 +320,72 @@ func TestRunRedactsSecretsShownToPeople(t *testing.T) {
 	if strings.Contains(out.Messages[2].Content, secret) {
 		t.Fatalf("result shows the secret: %q", out.Messages[2].Content)
 	}
+}
+
+// While the sandbox probe runs, a turn is offered the shell as if it will
+// pass; a turn that does not call it never waits for the probe, one that
+// does waits and then gets what the probe decided, and a turn after a
+// failed probe is not offered it.
+func TestRunWhileToolsArePending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type cmd struct {
+			Command string `json:"command"`
+		}
+		spec := tools.New("shell", "runs a command", func(context.Context, *tools.Workspace, cmd) (tools.Result, error) {
+			t.Error("the provisional shell ran")
+			return tools.Result{}, nil
+		})
+		p := tools.NewPending()
+		set := tools.NewSet(slices.Concat(testTools(t).Tools(), []tools.Tool{spec}), tools.WithPending(p, "shell"))
+		var offered [][]string
+		seen := func(next func(*agent.Request) (*agent.Response, error)) func(*agent.Request) (*agent.Response, error) {
+			return func(req *agent.Request) (*agent.Response, error) {
+				var names []string
+				for _, s := range req.Tools {
+					names = append(names, s.Name)
+				}
+				offered = append(offered, names)
+				return next(req)
+			}
+		}
+		l := &agent.Loop{Model: &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){
+			seen(calls(call("a", "echo", `{"text":"one"}`))), seen(text("echoed")),
+			seen(calls(call("b", "shell", `{"command":"id"}`))), seen(text("no shell")),
+			seen(text("later")),
+		}}}
+
+		// The probe has not ended, and never does until this turn is over.
+		out, err := l.Run(t.Context(), &agent.Turn{Input: userMsg("echo"), Tools: set})
+		if err != nil || out.Answer != "echoed" {
+			t.Fatalf("%+v %v", out, err)
+		}
+		if want := []string{"block", "echo", "fail", "noop", "shell"}; !slices.Equal(offered[0], want) {
+			t.Fatalf("offered %v while the probe runs, want %v", offered[0], want)
+		}
+
+		done := make(chan *agent.Outcome, 1)
+		go func() {
+			out, _ := l.Run(t.Context(), &agent.Turn{Input: userMsg("id"), Tools: set})
+			done <- out
+		}()
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("the shell call did not wait for the probe")
+		default:
+		}
+		why := "the sandbox is unavailable: user namespaces are disabled"
+		p.Settle(tools.NewSet(testTools(t).Tools(), tools.WithUnavailable("shell", why)))
+		out = <-done
+		if res := out.Messages[2].Content; !strings.Contains(res, "shell is unavailable here: "+why) {
+			t.Fatalf("the waiting call got %q", res)
+		}
+
+		if _, err := l.Run(t.Context(), &agent.Turn{Input: userMsg("again"), Tools: set}); err != nil {
+			t.Fatal(err)
+		}
+		if last := offered[len(offered)-1]; slices.Contains(last, "shell") {
+			t.Fatalf("offered %v after a failed probe", last)
+		}
+	})
 }

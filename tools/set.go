@@ -26,13 +26,17 @@ var ErrUnavailable = errors.New("unavailable")
 
 // Set is the tools offered to the model, sorted by name so that what the
 // model sees is byte-for-byte stable between calls (prompt caches depend on
-// it). A Set is immutable once built and safe for concurrent use.
+// it). A Set is immutable once built and safe for concurrent use; one that
+// depends on a check still running ([WithPending]) is replaced as a whole
+// when the check ends (see [Set.Current]).
 type Set struct {
 	tools     []Tool
 	byName    map[string]Tool
 	maxResult int
 	redact    *strings.Replacer
 	missing   map[string]string // tool name → why it is not offered
+	pending   *Pending          // the check the held tools wait for
+	held      map[string]bool   // tools whose calls run in pending's final set
 }
 
 // SetOption configures a Set.
@@ -125,6 +129,11 @@ func (s *Set) Get(name string) (Tool, bool) {
 // tool exists and the arguments are well formed. The error reads like the
 // one Call would give.
 func (s *Set) Check(name string, args json.RawMessage) error {
+	if s.held[name] {
+		if final := s.pending.settled(); final != nil {
+			return final.Check(name, args)
+		}
+	}
 	t, ok := s.byName[name]
 	if !ok {
 		if why, ok := s.missing[name]; ok {
@@ -147,7 +156,9 @@ func (s *Set) Redact(text string) string {
 // Call runs the named tool. Whatever happens, the returned Result is fit to
 // show to the model: on error its Text explains the error (unknown tool and
 // the tools that exist, what was wrong with the arguments, the tool's own
-// error), capped and scrubbed of secrets, and err is non-nil.
+// error), capped and scrubbed of secrets, and err is non-nil. A call of a
+// tool that depends on a check still running waits for it, as long as ctx
+// allows.
 func (s *Set) Call(ctx context.Context, ws *Workspace, name string, args json.RawMessage) (Result, error) {
 	t, ok := s.byName[name]
 	if !ok {
@@ -157,6 +168,14 @@ func (s *Set) Call(ctx context.Context, ws *Workspace, name string, args json.Ra
 			summary = name + " is unavailable here"
 		}
 		return s.finish(Result{Text: "error: " + err.Error(), Summary: summary}), err
+	}
+	if s.held[name] {
+		final, err := s.pending.Wait(ctx)
+		if err != nil {
+			err = fmt.Errorf("%s was not run: the turn ended while this host was still being checked for it (%w)", name, err)
+			return s.finish(Result{Text: "error: " + err.Error(), Summary: name + " was not run"}), err
+		}
+		return final.Call(ctx, ws, name, args)
 	}
 	res, err := t.Call(ctx, ws, args)
 	if err != nil {

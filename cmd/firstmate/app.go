@@ -99,7 +99,7 @@ type app struct {
 	loop  *agent.Loop
 }
 
-// close stops background jobs, then closes the store.
+// close stops the sandbox probe and background jobs, then closes the store.
 func (a *app) close() {
 	a.tools.close()
 	a.store.Close()
@@ -109,18 +109,14 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, er
 	if err := cfg.RequireLLM(); err != nil {
 		return nil, fmt.Errorf("configuration:\n%w", err)
 	}
-	box, err := newToolbox(ctx, cfg, os.LookupEnv, log)
+	// The sandbox probe goes on in the background; see toolbox.
+	box, err := startToolbox(ctx, cfg, os.LookupEnv, log)
 	if err != nil {
 		return nil, err
 	}
 	if err := cfg.ValidateTools(box.set.Known()); err != nil {
 		box.close()
 		return nil, fmt.Errorf("configuration:\n%w", err)
-	}
-	if box.shellErr != nil {
-		log.Warn("the shell is not offered: " + box.sandbox)
-	} else {
-		log.Info("shell: " + box.sandbox)
 	}
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)

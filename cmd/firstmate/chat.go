@@ -35,8 +35,8 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	log := newLogger(cfg, stderr)
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	a, err := newApp(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -47,8 +47,15 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	d := a.dispatcher(map[string]agent.Platform{console.Key.Platform: con})
 	var wg sync.WaitGroup
 	wg.Go(func() { d.Run(ctx) })
+	// The chat starts without waiting for the sandbox probe; with sandbox:
+	// namespaces its failure ends the chat.
+	wg.Go(func() {
+		if err := a.tools.wait(ctx); err != nil && ctx.Err() == nil {
+			cancel(err)
+		}
+	})
 	defer wg.Wait()
-	defer cancel()
+	defer cancel(nil)
 
 	if interactive {
 		fmt.Fprintf(stdout, "firstmate %s · model %s at %s\nworkspace: %s\n/help for commands, Ctrl-C stops a turn, Ctrl-D or /quit exits.\n",
@@ -57,5 +64,10 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	interrupts := make(chan os.Signal, 1)
 	signal.Notify(interrupts, os.Interrupt)
 	defer signal.Stop(interrupts)
-	return con.Run(ctx, d, console.Options{In: stdin, Interactive: interactive, Interrupts: interrupts})
+	err = con.Run(ctx, d, console.Options{In: stdin, Interactive: interactive, Interrupts: interrupts})
+	// A chat shorter than the probe still fails with it.
+	if perr := a.tools.wait(ctx); perr != nil {
+		return perr
+	}
+	return err
 }

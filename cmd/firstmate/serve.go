@@ -154,6 +154,13 @@ func runServe(ctx context.Context, a *app, ln net.Listener, adapters []adapter) 
 			}
 		})
 	}
+	// The adapters connect without waiting for the sandbox probe; with
+	// sandbox: namespaces its failure still stops serve.
+	receivers.Go(func() {
+		if err := a.tools.wait(ctx); err != nil && ctx.Err() == nil {
+			cancel(err)
+		}
+	})
 	a.log.Info("serving", "http", ln.Addr().String(), "platforms", len(adapters))
 	<-ctx.Done()
 	a.log.Info("shutting down")

@@ -61,6 +61,7 @@ func testApp(t *testing.T) *app {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(a.tools.close) // the sandbox probe, if it still runs
 	return a
 }
 

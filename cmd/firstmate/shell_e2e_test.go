@@ -3,13 +3,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/faketelegram"
 )
 
 // versionCommand prints a toolchain's version: go's where the sandbox sees
@@ -69,16 +76,10 @@ func TestChatShellUnavailable(t *testing.T) {
 		fakellm.Text("No shell here."),
 	))
 	env := chatEnv(t, llm, t.TempDir())
-	confined := func(cmd *exec.Cmd) {
-		cmd.Args = append([]string{"sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" "$@"`, cmd.Path}, cmd.Args[1:]...)
-		cmd.Path = "/bin/sh"
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Cloneflags:  syscall.CLONE_NEWUSER,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: syscall.Getuid(), Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: syscall.Getgid(), Size: 1}},
-		}
-	}
-	out, errOut, code := runBinaryWith(t, env, "run id\n", confined, "chat")
+	confined := withoutUserNamespaces
+	// Until the probe has failed, a turn is offered the shell as if it will
+	// pass; this one starts after.
+	out, errOut, code := runAfterLog(t, env, confined, "the shell is not offered", "run id\n", "chat")
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -109,6 +110,86 @@ func TestChatShellUnavailable(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "FAIL  sandbox") {
 		t.Errorf("doctor exit %d:\n%s", code, out)
 	}
+}
+
+// withoutUserNamespaces runs cmd where the kernel refuses new user
+// namespaces, so the sandbox probe fails at once.
+func withoutUserNamespaces(cmd *exec.Cmd) {
+	cmd.Args = append([]string{"sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" "$@"`, cmd.Path}, cmd.Args[1:]...)
+	cmd.Path = "/bin/sh"
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: syscall.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: syscall.Getgid(), Size: 1}},
+	}
+}
+
+// TestServeStopsWhenTheSandboxIsRequiredAndFails: serve connects before
+// the sandbox probe ends, but with sandbox: namespaces a failed probe
+// still stops it, saying why.
+func TestServeStopsWhenTheSandboxIsRequiredAndFails(t *testing.T) {
+	tg := faketelegram.New(t)
+	llm := fakellm.New(t, fakellm.WithReplies(fakellm.Text("hi")))
+	env := append(chatEnv(t, llm, t.TempDir()), "FIRSTMATE_SANDBOX=namespaces", "FIRSTMATE_HTTP_ADDR=127.0.0.1:0",
+		"TELEGRAM_BOT_TOKEN="+tg.Token(), "TELEGRAM_API_URL="+tg.URL())
+	_, errOut, code := runBinaryWith(t, env, "", withoutUserNamespaces, "serve")
+	if code != 1 || !strings.Contains(errOut, "firstmate: sandbox: namespaces is set, but the sandbox is unavailable: user namespaces are disabled") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+// runAfterLog is runBinaryWith, but stdin is sent only once firstmate's log
+// shows line: for a check of what firstmate decides in the background at
+// start (the sandbox probe).
+func runAfterLog(t *testing.T, env []string, wrap func(*exec.Cmd), line, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	wrap(cmd)
+	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	logs := &logWatch{line: line, seen: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &out, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-logs.seen:
+		io.WriteString(in, stdin)
+	case <-ctx.Done():
+	}
+	in.Close()
+	err = cmd.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("firstmate %v: no %q in its log, or it timed out\nstdout:\n%s\nstderr:\n%s", args, line, out.String(), logs.String())
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), logs.String(), code
+}
+
+// logWatch keeps a process's log and closes seen once it shows line.
+type logWatch struct {
+	safeBuffer
+	line string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (w *logWatch) Write(p []byte) (int, error) {
+	n, err := w.safeBuffer.Write(p)
+	if strings.Contains(w.String(), w.line) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
 }
 
 // TestChatUnsafeHostShell: with the sandbox off, commands run on the host
