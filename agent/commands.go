@@ -4,90 +4,123 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
 
-// Chat commands a person can send instead of a message: the whole message
-// is the word, optionally with a leading slash ("stop", "/stop"). A
-// sentence that merely starts with the word is an ordinary message.
+// Audience is who may run a command.
+type Audience int
+
 const (
-	cmdHelp   = "help"
-	cmdReset  = "reset"
-	cmdStop   = "stop"
-	cmdStatus = "status"
+	Anyone Audience = iota // whoever may talk to the bot there
+	Admins                 // the bot's admins only
 )
 
-func parseCommand(text string) (string, bool) {
-	s := strings.TrimSpace(text)
-	s = strings.TrimPrefix(s, "/")
-	s = strings.ToLower(s)
-	switch s {
-	case cmdHelp, cmdReset, cmdStop, cmdStatus:
-		return s, true
-	}
-	return "", false
+// Command is a chat command: a message that is only its name, with or
+// without a slash ("stop", "/stop"); a sentence that merely starts with the
+// word is an ordinary message. Commands are defined here, once: the help
+// text, Slack's slash command, Telegram's command menu and the terminal
+// read [Commands].
+type Command struct {
+	Name    string
+	Summary string // one line, for help and the platforms' menus
+	Who     Audience
+	// seenFirst: the message is marked seen before the command takes
+	// effect, because a late redelivery must not take effect again (a stop
+	// must not stop the next turn). Other commands are safe to repeat and
+	// are marked seen only once they took effect, so a failure makes the
+	// platform deliver them again.
+	seenFirst bool
+	run       func(ctx context.Context, d *Dispatcher, in Inbound) (reply string, err error)
 }
 
-const helpText = `I am an agent with a workspace for this channel: I can read and write files there and use the tools this channel allows.
-Commands (send the word alone):
-• help: this text
-• status: what I am doing in this thread
-• stop: stop the running turn
-• reset: forget this thread's conversation (the workspace files stay)`
+// commands, in the order help lists them.
+var commands = []Command{
+	{Name: "help", Summary: "what I can do, and these commands"}, // run: see init
+	{Name: "status", Summary: "what I am doing in this thread", run: func(ctx context.Context, d *Dispatcher, in Inbound) (string, error) {
+		return d.status(ctx, in.Key)
+	}},
+	{Name: "stop", Summary: "stop the running turn", seenFirst: true, run: func(_ context.Context, d *Dispatcher, in Inbound) (string, error) {
+		if d.Stop(in.Key) {
+			return "Stopping.", nil
+		}
+		return "Nothing is running in this thread.", nil
+	}},
+	{Name: "reset", Summary: "forget this thread's conversation (the workspace files stay)", run: func(ctx context.Context, d *Dispatcher, in Inbound) (string, error) {
+		if d.busy(in.Key) {
+			// The running turn would write its messages back after the
+			// reset; make the order explicit instead.
+			return "A turn is running in this thread. Send stop first, then reset.", nil
+		}
+		if err := d.cfg.Store.Reset(ctx, in.Key); err != nil {
+			return "", fmt.Errorf("reset history: %w", err)
+		}
+		return "Done: I have forgotten this thread's conversation. The workspace files are still there.", nil
+	}},
+}
+
+func init() {
+	// Help lists the commands, help among them: set here, or the list
+	// would refer to itself while it is being initialized.
+	commands[0].run = func(context.Context, *Dispatcher, Inbound) (string, error) { return helpText(), nil }
+}
+
+// Commands lists the chat commands, in the order help shows them.
+func Commands() []Command { return slices.Clone(commands) }
+
+// ParseCommand returns the command a message is, if it is one.
+func ParseCommand(text string) (Command, bool) {
+	name := strings.ToLower(strings.TrimPrefix(strings.TrimSpace(text), "/"))
+	for _, c := range commands {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Command{}, false
+}
+
+func helpText() string {
+	var b strings.Builder
+	b.WriteString("I am an agent with a workspace for this channel: I can read and write files there and use the tools this channel allows.\n")
+	b.WriteString("Commands (send the word alone):")
+	for _, c := range commands {
+		b.WriteString("\n• " + c.Name + ": " + c.Summary)
+		if c.Who == Admins {
+			b.WriteString(" (admins)")
+		}
+	}
+	return b.String()
+}
 
 // command runs a chat command. Its effect happens before Submit returns;
 // the reply is sent in the background so the platform is acknowledged
 // without waiting for it.
-func (d *Dispatcher) command(ctx context.Context, cmd string, in Inbound) error {
-	// The effect comes first and is safe to repeat (reset, status and help
-	// are); the message is marked seen only once it took effect, so a
-	// failure here makes the platform deliver it again. Stop is the
-	// exception: a late redelivery must not stop the next turn.
-	if cmd == cmdStop {
+func (d *Dispatcher) command(ctx context.Context, cmd Command, in Inbound) error {
+	markSeen := func() (bool, error) {
 		first, err := d.cfg.Store.Seen(ctx, in)
 		if err != nil {
-			return fmt.Errorf("record command: %w", err)
+			return false, fmt.Errorf("record command: %w", err)
 		}
-		if !first {
-			return nil
-		}
+		return first, nil
 	}
-	var reply string
-	var err error
-	switch cmd {
-	case cmdHelp:
-		reply = helpText
-	case cmdStop:
-		if d.Stop(in.Key) {
-			reply = "Stopping."
-		} else {
-			reply = "Nothing is running in this thread."
-		}
-	case cmdReset:
-		if d.busy(in.Key) {
-			// The running turn would write its messages back after the
-			// reset; make the order explicit instead.
-			reply = "A turn is running in this thread. Send stop first, then reset."
-			break
-		}
-		if err := d.cfg.Store.Reset(ctx, in.Key); err != nil {
-			return fmt.Errorf("reset history: %w", err)
-		}
-		reply = "Done: I have forgotten this thread's conversation. The workspace files are still there."
-	case cmdStatus:
-		reply, err = d.status(ctx, in.Key)
-		if err != nil {
+	if cmd.seenFirst {
+		if first, err := markSeen(); err != nil || !first {
 			return err
 		}
 	}
-	if cmd != cmdStop {
-		first, err := d.cfg.Store.Seen(ctx, in)
-		if err != nil {
-			return fmt.Errorf("record command: %w", err)
+	var reply string
+	if cmd.Who == Admins && !in.User.Admin {
+		reply = "Only an admin can use " + cmd.Name + " here."
+	} else {
+		var err error
+		if reply, err = cmd.run(ctx, d, in); err != nil {
+			return err
 		}
-		if !first {
-			return nil // a redelivery: it took effect again, harmlessly; reply once
+	}
+	if !cmd.seenFirst {
+		if first, err := markSeen(); err != nil || !first {
+			return err // a redelivery took effect again, harmlessly; reply once
 		}
 	}
 	th := d.thread(in.Key, in)

@@ -142,7 +142,7 @@ func (d *Dispatcher) Submit(ctx context.Context, in Inbound) error {
 		}
 		in.Addressed = true
 	}
-	if cmd, ok := parseCommand(in.Text); ok && len(in.Files) == 0 {
+	if cmd, ok := ParseCommand(in.Text); ok && len(in.Files) == 0 {
 		return d.command(ctx, cmd, in)
 	}
 	added, err := d.cfg.Store.Enqueue(ctx, in)

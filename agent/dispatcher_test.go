@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -526,5 +527,36 @@ func TestHugeInputIsCutWithANote(t *testing.T) {
 	}
 	if answers, _, _ := h.p.final(keyA); len(answers) != 1 {
 		t.Fatalf("answers %q", answers)
+	}
+}
+
+// A command for admins only answers others with a refusal and does
+// nothing; help lists every command of the registry.
+func TestCommandsForAdminsOnly(t *testing.T) {
+	ran := 0
+	restore := agent.AddCommandForTest(agent.Command{Name: "policy", Summary: "change what tools may do here", Who: agent.Admins},
+		func(context.Context, agent.Inbound) (string, error) { ran++; return "changed", nil })
+	defer restore()
+	h := newHarness(t, &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) { return answerWith("no"), nil }}, 1)
+	stranger := inbound(keyA, "c1", "/policy")
+	admin := inbound(keyA, "c2", "policy")
+	admin.User.Admin = true
+	h.submit(t, stranger)
+	h.submit(t, admin)
+	h.submit(t, inbound(keyA, "c3", "help"))
+	h.stop()
+	_, _, notices := h.p.final(keyA) // replies are sent in the background: in any order
+	slices.Sort(notices)
+	if ran != 1 || len(notices) != 3 || notices[1] != "Only an admin can use policy here." || notices[2] != "changed" {
+		t.Fatalf("ran %d, notices %q", ran, notices)
+	}
+	help := notices[0]
+	for _, c := range agent.Commands() {
+		if !strings.Contains(help, "• "+c.Name+": "+c.Summary) {
+			t.Errorf("help lacks %s: %q", c.Name, help)
+		}
+	}
+	if !strings.Contains(help, "• policy: change what tools may do here (admins)") {
+		t.Errorf("help does not say policy is for admins: %q", help)
 	}
 }

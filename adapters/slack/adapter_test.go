@@ -268,7 +268,8 @@ func TestManifestMatchesAdapter(t *testing.T) {
 		} `yaml:"settings"`
 		Features struct {
 			Commands []struct {
-				Command string `yaml:"command"`
+				Command   string `yaml:"command"`
+				UsageHint string `yaml:"usage_hint"`
 			} `yaml:"slash_commands"`
 		} `yaml:"features"`
 	}
@@ -291,6 +292,10 @@ func TestManifestMatchesAdapter(t *testing.T) {
 	has(m.Settings.Events.Bot, "app_mention", "message.im", "message.channels", "message.groups")
 	if !m.Settings.SocketMode || len(m.Features.Commands) != 1 || m.Features.Commands[0].Command != "/firstmate" {
 		t.Errorf("manifest settings %+v commands %+v", m.Settings, m.Features.Commands)
+	}
+	// The slash command offers what the command registry has.
+	if len(m.Features.Commands) == 1 && m.Features.Commands[0].UsageHint != UsageHint() {
+		t.Errorf("manifest usage_hint %q, the registry has %q", m.Features.Commands[0].UsageHint, UsageHint())
 	}
 }
 

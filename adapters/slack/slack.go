@@ -211,13 +211,12 @@ func (a *Adapter) submitEvent(ctx context.Context, d agent.Submitter, ev slackev
 // submitCommand turns /firstmate <command> into the chat command; the
 // reply is ephemeral (see Thread). Unknown text gets help at once.
 func (a *Adapter) submitCommand(ctx context.Context, d agent.Submitter, cmd slack.SlashCommand) (any, error) {
-	word := strings.ToLower(strings.TrimSpace(cmd.Text))
-	switch word {
-	case "help", "reset", "stop", "status":
-	default:
+	c, ok := agent.ParseCommand(cmd.Text)
+	if !ok {
 		return map[string]string{"response_type": "ephemeral",
-			"text": "Usage: " + cmd.Command + " help | status | stop | reset. To ask me something, mention me in a channel or send me a direct message."}, nil
+			"text": "Usage: " + cmd.Command + " " + UsageHint() + ". To ask me something, mention me in a channel or send me a direct message."}, nil
 	}
+	word := c.Name
 	in := agent.Inbound{
 		Key:       agent.SessionKey{Platform: Platform, Team: orDefault(cmd.TeamID, a.norm.me.TeamID), Chat: cmd.ChannelID},
 		MessageID: "slash:" + cmd.TriggerID,
@@ -228,6 +227,16 @@ func (a *Adapter) submitCommand(ctx context.Context, d agent.Submitter, cmd slac
 		ReplyTo:   ephemeralPrefix + cmd.UserID,
 	}
 	return nil, d.Submit(ctx, in)
+}
+
+// UsageHint is the slash command's arguments, from the command registry:
+// "help | status | stop | reset". The app manifest carries the same.
+func UsageHint() string {
+	var names []string
+	for _, c := range agent.Commands() {
+		names = append(names, c.Name)
+	}
+	return strings.Join(names, " | ")
 }
 
 // maxBody caps an HTTP event body; Slack's are a few KiB.

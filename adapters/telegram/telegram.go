@@ -240,15 +240,24 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 }
 
 func (a *Adapter) setCommands(ctx context.Context) {
-	cmds, _ := json.Marshal([]map[string]string{
-		{"command": "help", "description": "What I can do"},
-		{"command": "status", "description": "What I am doing here"},
-		{"command": "stop", "description": "Stop the running turn"},
-		{"command": "reset", "description": "Forget this conversation"},
-	})
+	cmds, _ := json.Marshal(commandMenu())
 	if err := a.call(ctx, "setMyCommands", tgbotapi.Params{"commands": string(cmds)}, nil); err != nil && ctx.Err() == nil {
 		a.log.Warn("telegram setMyCommands failed", "err", err)
 	}
+}
+
+// commandMenu is the command registry as setMyCommands takes it: names,
+// and descriptions of at most 256 characters.
+func commandMenu() []map[string]string {
+	var menu []map[string]string
+	for _, c := range agent.Commands() {
+		desc := strings.ToUpper(c.Summary[:1]) + c.Summary[1:]
+		if r := []rune(desc); len(r) > 256 {
+			desc = string(r[:255]) + "…"
+		}
+		menu = append(menu, map[string]string{"command": c.Name, "description": desc})
+	}
+	return menu
 }
 
 // poll is the long-polling loop. The offset moves past an update only

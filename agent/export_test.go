@@ -1,0 +1,15 @@
+package agent
+
+import (
+	"context"
+	"slices"
+)
+
+// AddCommandForTest adds a command to the registry (the registry's own are
+// not admin-only yet) until restore is called.
+func AddCommandForTest(c Command, run func(ctx context.Context, in Inbound) (string, error)) (restore func()) {
+	saved := commands
+	c.run = func(ctx context.Context, _ *Dispatcher, in Inbound) (string, error) { return run(ctx, in) }
+	commands = append(slices.Clone(commands), c)
+	return func() { commands = saved }
+}
