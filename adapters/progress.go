@@ -204,6 +204,22 @@ func (p *Progress) Done() bool { return p.phase == phaseAnswered || p.phase == p
 // Calls is the number of tool calls seen in the turn.
 func (p *Progress) Calls() int { return len(p.calls) }
 
+// Lines are the calls' lines as Render lists them at time now, one per
+// call, in order. A surface that cannot edit writes each once it finished.
+func (p *Progress) Lines(now time.Time) []string {
+	out := make([]string, len(p.calls))
+	for i := range p.calls {
+		out[i] = p.line(&p.calls[i], now)
+	}
+	return out
+}
+
+// Finished reports whether call i (in the order of Lines) has finished.
+func (p *Progress) Finished(i int) bool {
+	s := p.calls[i].status
+	return s == callOK || s == callFailed
+}
+
 // Render is the progress message's text at time now, as plain text (the
 // adapter escapes it for its platform). While the turn runs it lists the
 // tool calls (ModeFull) or one status line (ModeSummary); once the turn is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -136,6 +137,9 @@ func (d *Dispatcher) command(ctx context.Context, cmd Command, in Inbound) error
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		emit(rctx, th, Notice{Text: reply}, d.log)
+		if c, ok := th.(io.Closer); ok {
+			c.Close()
+		}
 	})
 	return nil
 }

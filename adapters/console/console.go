@@ -1,9 +1,10 @@
 // Package console is the terminal adapter: a chat with the agent in a
-// terminal, on the same dispatcher and loop as Slack and Telegram. It
-// streams the answer's text, prints one line per tool call with its summary
-// and duration, and takes /help, /status, /stop and /reset. When its input
-// is not a terminal it reads one message per line and answers each in turn,
-// so it can be scripted.
+// terminal, on the same dispatcher, loop and renderer as Slack and
+// Telegram. It streams the answer's text, prints one line per tool call
+// (the lines a progress message lists) and a summary, and takes the chat
+// commands with a slash (/help, /stop…). When its input is not a terminal
+// it reads one message per line and answers each in turn, so it can be
+// scripted.
 package console
 
 import (
@@ -19,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
 )
 
@@ -32,24 +34,31 @@ type Submitter interface {
 	WaitIdle(ctx context.Context, key agent.SessionKey) error
 }
 
-// Console renders one session's events on a writer. It is the
-// agent.Platform and agent.Thread for the "console" platform.
+// Console is the terminal: the agent.Platform of the "console" session, and
+// the surface the shared renderer shows its turns on. A terminal cannot
+// edit what it printed, so progress is a line per finished tool call (the
+// same lines a progress message lists) and a summary after the answer; the
+// answer streams as the model writes it.
 type Console struct {
+	render *adapters.Renderer
+
 	// asks carries approval questions from turns to Run, which owns the
 	// input; nil while no interactive Run is reading it.
 	asks chan *ask
 
-	mu      sync.Mutex
-	asking  bool // an interactive Run reads answers
-	out     io.Writer
-	midLine bool // streamed text left the cursor mid-line
-	streamd bool // the current turn streamed its answer
-	color   bool
+	mu        sync.Mutex
+	asking    bool // an interactive Run reads answers
+	out       io.Writer
+	midLine   bool // streamed text left the cursor mid-line
+	afterStep bool // the last line printed was a step: the text's paragraph break is not needed
+	color     bool
 }
 
 // New returns a console that writes to out; color adds ANSI dim/green/red.
-func New(out io.Writer, color bool) *Console {
-	return &Console{out: out, color: color, asks: make(chan *ask)}
+func New(out io.Writer, color bool, mode adapters.Mode) *Console {
+	c := &Console{out: out, color: color, asks: make(chan *ask)}
+	c.render = adapters.NewRenderer(mode, nil)
+	return c
 }
 
 // ask is one approval question waiting for a line of input.
@@ -86,54 +95,120 @@ func (c *Console) Approve(ctx context.Context, req agent.ApprovalNeeded) (bool, 
 }
 
 // Thread implements agent.Platform: a terminal has one thread.
-func (c *Console) Thread(agent.SessionKey, agent.Inbound) agent.Thread { return c }
+func (c *Console) Thread(agent.SessionKey, agent.Inbound) agent.Thread { return c.render.Thread(c) }
 
-// Emit implements agent.Thread.
-func (c *Console) Emit(_ context.Context, ev agent.Event) error {
+// Drain waits until every turn has printed what it still had to (its
+// summary line), or ctx ends.
+func (c *Console) Drain(ctx context.Context) { c.render.Close(ctx) }
+
+// Pace: a terminal has no limits; text streams as it comes.
+func (c *Console) Pace() adapters.Pace { return adapters.Pace{} }
+
+// Format keeps the text as it is: a terminal shows Markdown as written.
+func (c *Console) Format(t adapters.Text) []adapters.Part {
+	p := adapters.Part{Text: t.Body}
+	if t.Failure {
+		p.Markup = markupFailure
+	}
+	return []adapters.Part{p}
+}
+
+// markupFailure marks a failure, painted red.
+const markupFailure = "failure"
+
+// Post prints a message on its own line.
+func (c *Console) Post(_ context.Context, p adapters.Part) (adapters.MessageID, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var err error
-	switch ev := ev.(type) {
-	case agent.TurnStarted:
-		c.streamd = false
-	case agent.TextDelta:
-		if ev.Text != "" {
-			_, err = io.WriteString(c.out, ev.Text)
-			c.midLine = !strings.HasSuffix(ev.Text, "\n")
-			c.streamd = true
-		}
-	case agent.ToolStarted:
-		// The line is written when the tool finishes, with its result.
-	case agent.ToolFinished:
-		c.newline()
-		mark, paint := "✓", "32"
-		if ev.Failed {
-			mark, paint = "✗", "31"
-		}
-		_, err = fmt.Fprintf(c.out, "  %s %s %s %s\n", c.paint(paint, mark), ev.Name, ev.Summary, c.paint("2", formatDuration(ev.Duration)))
-	case agent.ApprovalNeeded:
-		// Approve asks the question; nothing to show twice.
-	case agent.Answer:
-		if !c.streamd && ev.Text != "" {
-			c.newline()
-			_, err = io.WriteString(c.out, ev.Text)
-			c.midLine = !strings.HasSuffix(ev.Text, "\n")
-		}
-		c.newline()
-		for _, f := range ev.Files {
-			fmt.Fprintf(c.out, "  attached: %s\n", f.Path) // already in the workspace, where the person can open it
-		}
-		if ev.Tools > 0 {
-			fmt.Fprintln(c.out, c.paint("2", fmt.Sprintf("  (%d tool call(s), %s)", ev.Tools, formatDuration(ev.Took))))
-		}
-	case agent.Failed:
-		c.newline()
-		_, err = fmt.Fprintf(c.out, "%s\n", c.paint("31", ev.Message))
-	case agent.Notice:
-		c.newline()
-		_, err = fmt.Fprintln(c.out, ev.Text)
+	c.newline()
+	text := p.Text
+	if p.Markup == markupFailure {
+		text = c.paint("31", text)
 	}
+	_, err := io.WriteString(c.out, strings.TrimRight(text, "\n")+"\n")
+	c.afterStep = false
+	return "", err
+}
+
+// Edit and Delete: what a terminal printed stays.
+func (c *Console) Edit(context.Context, adapters.MessageID, adapters.Part) error {
+	return adapters.ErrUnsupported
+}
+
+func (c *Console) Delete(context.Context, adapters.MessageID) error { return adapters.ErrUnsupported }
+
+// Step prints a finished tool call's line, or the turn's summary.
+func (c *Console) Step(_ context.Context, line string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.newline()
+	switch {
+	case strings.HasPrefix(line, "✓"):
+		line = c.paint("32", "✓") + line[len("✓"):]
+	case strings.HasPrefix(line, "✗"):
+		line = c.paint("31", "✗") + line[len("✗"):]
+	default:
+		line = c.paint("2", "("+line+")")
+	}
+	_, err := io.WriteString(c.out, "  "+line+"\n")
+	c.afterStep = true
 	return err
+}
+
+// Stream prints the answer as it is written.
+func (c *Console) Stream(_ context.Context, md string) (adapters.Stream, error) {
+	return stream{c}, c.write(md)
+}
+
+type stream struct{ c *Console }
+
+func (s stream) Append(_ context.Context, md string) error { return s.c.write(md) }
+
+func (s stream) Stop(_ context.Context, md string) error {
+	if err := s.c.write(md); err != nil {
+		return err
+	}
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	s.c.newline()
+	return nil
+}
+
+func (c *Console) write(text string) error {
+	if text == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.afterStep {
+		// The step lines stand between two paragraphs already.
+		text = strings.TrimLeft(text, "\n")
+		if text == "" {
+			return nil
+		}
+		c.afterStep = false
+	}
+	_, err := io.WriteString(c.out, text)
+	c.midLine = !strings.HasSuffix(text, "\n")
+	return err
+}
+
+// Upload names the file: it is already in the workspace, where the person
+// can open it.
+func (c *Console) Upload(_ context.Context, f agent.Attachment) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.newline()
+	_, err := fmt.Fprintf(c.out, "  attached: %s\n", f.Path)
+	return err
+}
+
+// say prints a line of the chat's own (not a turn's).
+func (c *Console) say(text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.newline()
+	fmt.Fprintln(c.out, text)
 }
 
 func truncate(s string, n int) string {
@@ -158,17 +233,6 @@ func (c *Console) paint(code, s string) string {
 		return s
 	}
 	return "\x1b[" + code + "m" + s + "\x1b[0m"
-}
-
-func formatDuration(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return strconv.FormatInt(d.Microseconds(), 10) + "µs"
-	case d < time.Second:
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-	default:
-		return d.Round(100 * time.Millisecond).String()
-	}
 }
 
 // Options configure a chat session.
@@ -250,7 +314,7 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 		case <-opt.Interrupts:
 			if busy && time.Since(lastStop) > 2*time.Second && d.Stop(Key) {
 				lastStop = time.Now()
-				c.Emit(ctx, agent.Notice{Text: "(stopping; press Ctrl-C again to quit)"})
+				c.say("(stopping; press Ctrl-C again to quit)")
 				continue
 			}
 			return nil
@@ -307,12 +371,19 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 				if errors.Is(err, context.Canceled) {
 					return nil
 				}
-				c.Emit(ctx, agent.Notice{Text: "could not send: " + err.Error()})
+				c.say("could not send: " + err.Error())
 				continue
 			}
 			if !busy {
 				busy = true
-				go func() { idle <- d.WaitIdle(ctx, Key) }()
+				go func() {
+					err := d.WaitIdle(ctx, Key)
+					if err == nil {
+						// The turn's summary line comes before the prompt.
+						err = c.render.Wait(ctx)
+					}
+					idle <- err
+				}()
 			}
 		}
 	}

@@ -9,46 +9,56 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/store/local"
 	"github.com/firstmate/firstmate/tools"
 )
 
 func TestRender(t *testing.T) {
-	var b strings.Builder
-	c := New(&b, false)
-	ctx := t.Context()
-	for _, ev := range []agent.Event{
-		agent.TurnStarted{},
-		agent.TextDelta{Text: "Let me look"},
-		agent.ToolStarted{Name: "ls"},
-		agent.ToolFinished{Name: "ls", Summary: "listed . (2 entries)", Duration: 1500 * time.Microsecond},
-		agent.ToolFinished{Name: "read", Summary: "no such file", Failed: true, Duration: 300 * time.Microsecond},
-		agent.TextDelta{Text: "Done."},
-		agent.Answer{Text: "Let me lookDone.", Files: []agent.Attachment{{Path: "out.csv"}}, Tools: 2, Took: 2300 * time.Millisecond},
-		agent.TurnStarted{},
-		agent.Answer{Text: "not streamed"},
-		agent.Failed{Message: "Stopped."},
-		agent.Notice{Text: "Idle."},
-	} {
-		if err := c.Emit(ctx, ev); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		var b strings.Builder
+		c := New(&b, false, adapters.ModeFull)
+		ctx := t.Context()
+		turn := func(events ...agent.Event) {
+			th := c.Thread(Key, agent.Inbound{})
+			for _, ev := range events {
+				if err := th.Emit(ctx, ev); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Millisecond) // the renderer shows it
+			}
+			th.(io.Closer).Close()
+			c.render.Wait(ctx)
 		}
-	}
-	want := "Let me look\n" +
-		"  ✓ ls listed . (2 entries) 1ms\n" +
-		"  ✗ read no such file 300µs\n" +
-		"Done.\n" +
-		"  attached: out.csv\n" +
-		"  (2 tool call(s), 2.3s)\n" +
-		"not streamed\n" +
-		"Stopped.\n" +
-		"Idle.\n"
-	if got := b.String(); got != want {
-		t.Errorf("rendered:\n%s\nwant:\n%s", got, want)
-	}
+		turn(
+			agent.TurnStarted{},
+			agent.TextDelta{Text: "Let me look"},
+			agent.ToolStarted{CallID: "1", Name: "ls"},
+			agent.ToolFinished{CallID: "1", Name: "ls", Summary: "listed . (2 entries)", Duration: 1500 * time.Microsecond},
+			agent.ToolFinished{CallID: "2", Name: "read", Summary: "no such file", Failed: true, Duration: 300 * time.Microsecond},
+			agent.TextDelta{Text: "Done."},
+			agent.Answer{Text: "Done.", Files: []agent.Attachment{{Path: "out.csv"}}, Tools: 2, Took: 2300 * time.Millisecond},
+		)
+		turn(agent.TurnStarted{}, agent.Answer{Text: "not streamed"})
+		turn(agent.TurnStarted{}, agent.Failed{Message: "Stopped."})
+		turn(agent.Notice{Text: "Idle."})
+		want := "Let me look\n" +
+			"  ✓ ls · listed . (2 entries) · <0.1 s\n" +
+			"  ✗ read · no such file · <0.1 s\n" +
+			"Done.\n" +
+			"  attached: out.csv\n" +
+			"  (2 tools, 1 failed · 2.3 s)\n" +
+			"not streamed\n" +
+			"Stopped.\n" +
+			"Idle.\n"
+		if got := b.String(); got != want {
+			t.Errorf("rendered:\n%s\nwant:\n%s", got, want)
+		}
+	})
 }
 
 // model answers "echo: <input>" after an optional wait, and records the
@@ -95,7 +105,7 @@ func newDispatcher(t *testing.T, m agent.Model, c *Console) *agent.Dispatcher {
 func TestRunScriptedOneTurnPerLine(t *testing.T) {
 	m := &model{}
 	var out syncBuffer
-	c := New(&out, false)
+	c := New(&out, false, adapters.ModeFull)
 	d := newDispatcher(t, m, c)
 	err := c.Run(t.Context(), d, Options{In: strings.NewReader("one\n\n  two  \nthree\n")})
 	if err != nil {
@@ -112,7 +122,7 @@ func TestRunScriptedOneTurnPerLine(t *testing.T) {
 func TestRunQuit(t *testing.T) {
 	m := &model{}
 	var out syncBuffer
-	c := New(&out, false)
+	c := New(&out, false, adapters.ModeFull)
 	d := newDispatcher(t, m, c)
 	if err := c.Run(t.Context(), d, Options{In: strings.NewReader("one\n/quit\ntwo\n")}); err != nil {
 		t.Fatal(err)
@@ -125,7 +135,7 @@ func TestRunQuit(t *testing.T) {
 func TestRunInterruptStopsTurnThenExits(t *testing.T) {
 	m := &model{block: "forever"}
 	var out syncBuffer
-	c := New(&out, false)
+	c := New(&out, false, adapters.ModeFull)
 	d := newDispatcher(t, m, c)
 	in, typeLine := io.Pipe()
 	interrupts := make(chan os.Signal)
@@ -157,7 +167,7 @@ func TestRunInterruptStopsTurnThenExits(t *testing.T) {
 
 func TestRunSubmitErrorIsShown(t *testing.T) {
 	var out syncBuffer
-	c := New(&out, false)
+	c := New(&out, false, adapters.ModeFull)
 	err := c.Run(t.Context(), failing{}, Options{In: strings.NewReader("hello\n")})
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +215,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestRunScriptedInterruptStopsTurn(t *testing.T) {
 	m := &model{block: "forever"}
 	var out syncBuffer
-	c := New(&out, false)
+	c := New(&out, false, adapters.ModeFull)
 	d := newDispatcher(t, m, c)
 	interrupts := make(chan os.Signal)
 	done := make(chan error, 1)
@@ -268,7 +278,7 @@ func TestApprovalAtTheTerminal(t *testing.T) {
 	} {
 		t.Run(tc.answer, func(t *testing.T) {
 			var out syncBuffer
-			c := New(&out, false)
+			c := New(&out, false, adapters.ModeFull)
 			d := askDispatcher(t, c)
 			in, typeLine := io.Pipe()
 			done := make(chan error, 1)
@@ -287,7 +297,7 @@ func TestApprovalAtTheTerminal(t *testing.T) {
 
 func TestApprovalRefusedWithScriptedInput(t *testing.T) {
 	var out syncBuffer
-	c := New(&out, false)
+	c := New(&out, false, adapters.ModeFull)
 	d := askDispatcher(t, c)
 	if err := c.Run(t.Context(), d, Options{In: strings.NewReader("do it\n")}); err != nil {
 		t.Fatal(err)

@@ -63,6 +63,19 @@ func runAdapter(t *testing.T, a *Adapter, d agent.Submitter) {
 	})
 }
 
+// finish closes the turn and waits until the adapter showed all of it (the
+// end mark and the progress summary come after the answer).
+func finish(t *testing.T, a *Adapter, th agent.Thread) {
+	t.Helper()
+	th.(io.Closer).Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	a.Drain(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("the turn did not finish showing within 10 s")
+	}
+}
+
 func TestNewChecksTokens(t *testing.T) {
 	srv := fakeslack.New(t)
 	if _, err := New(t.Context(), Config{AppToken: "xapp-1"}); err == nil || !strings.Contains(err.Error(), "SLACK_BOT_TOKEN") {
@@ -309,10 +322,14 @@ func TestFailedEditFallsBackToNewMessage(t *testing.T) {
 	srv.WaitFor(5*time.Second, func() bool { return srv.Count("chat.postMessage") == 1 })
 	srv.FailNext("chat.update", 1, "message_not_found")
 	th.Emit(ctx, agent.ToolStarted{CallID: "c1", Name: "ls"})
+	// The edit that shows the tool fails: the progress goes on in a new
+	// message.
+	srv.WaitFor(5*time.Second, func() bool { return srv.Count("chat.postMessage") == 2 })
 	th.Emit(ctx, agent.ToolFinished{CallID: "c1", Name: "ls", Summary: "3 entries"})
 	if err := th.Emit(ctx, agent.Answer{Text: "done"}); err != nil {
 		t.Fatal(err)
 	}
+	finish(t, a, th)
 	var progress []string
 	for _, m := range srv.Thread(fakeslack.General, "1700.1") {
 		if !m.Deleted && m.Blocks == nil {
@@ -336,6 +353,7 @@ func TestAssistantThreadStatusAndStream(t *testing.T) {
 	th := a.Thread(key, agent.Inbound{ReplyTo: root, User: agent.User{ID: fakeslack.Alice}})
 	ctx := t.Context()
 	th.Emit(ctx, agent.TurnStarted{Key: key})
+	srv.WaitFor(5*time.Second, func() bool { return len(srv.Statuses()) == 1 }) // the model thinks
 	th.Emit(ctx, agent.TextDelta{Text: "Let me look. "})
 	th.Emit(ctx, agent.ToolStarted{CallID: "c1", Name: "ls"})
 	srv.WaitFor(5*time.Second, func() bool { return len(srv.Statuses()) == 2 }) // the tool runs a while
@@ -417,6 +435,7 @@ func TestProgressOffUsesEyes(t *testing.T) {
 	th := a.Thread(key, agent.Inbound{ReplyTo: ev.TS()})
 	ctx := t.Context()
 	th.Emit(ctx, agent.TurnStarted{Key: key})
+	srv.WaitFor(5*time.Second, func() bool { return len(srv.Reactions(fakeslack.General, ev.TS())) > 0 })
 	if r := srv.Reactions(fakeslack.General, ev.TS()); len(r) != 1 || r[0] != "eyes" {
 		t.Fatalf("reactions while working: %v", r)
 	}
@@ -425,6 +444,7 @@ func TestProgressOffUsesEyes(t *testing.T) {
 	if err := th.Emit(ctx, agent.Answer{Text: "done"}); err != nil {
 		t.Fatal(err)
 	}
+	finish(t, a, th)
 	if r := srv.Reactions(fakeslack.General, ev.TS()); len(r) != 1 || r[0] != "white_check_mark" {
 		t.Fatalf("reactions at the end: %v", r)
 	}
@@ -438,8 +458,7 @@ func TestProgressOffUsesEyes(t *testing.T) {
 // A ping split across two streamed pieces is caught: the pieces together
 // are what SafeMarkdown makes of the whole.
 func TestStreamNeutralizesAcrossPieces(t *testing.T) {
-	th := &thread{allowed: map[string]bool{}}
-	s := &streamer{t: th}
+	s := &stream{s: &surface{allowed: map[string]bool{}}}
 	var sent strings.Builder
 	for _, piece := range []string{"see [here](", " !channel) now", " and <!her", "e> too"} {
 		sent.WriteString(s.safeChunk(piece))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"path"
 	"strings"
 
 	"github.com/slack-go/slack"
@@ -64,26 +63,6 @@ func hostOf(raw string) string {
 		return u.Host
 	}
 	return "?"
-}
-
-// upload attaches a workspace file to the thread (files upload v2).
-func (t *thread) upload(ctx context.Context, f agent.Attachment) error {
-	return retry(ctx, func() error {
-		// Opened for each try: a retried upload starts from the beginning.
-		r, size, err := f.Open()
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		if size == 0 {
-			return errors.New("the file is empty")
-		}
-		_, err = t.a.api.UploadFileContext(ctx, slack.UploadFileParameters{
-			Reader: r, FileSize: int(size), Filename: path.Base(f.Path), Title: path.Base(f.Path),
-			Channel: t.channel, ThreadTimestamp: t.threadTS,
-		})
-		return err
-	})
 }
 
 // maxEarlier is how many earlier messages of a thread are read for context.

@@ -44,9 +44,11 @@ type Adapter struct {
 	log  *slog.Logger
 	http *http.Client
 
-	limits *limiter    // our own pacing of posts and edits per channel
-	users  sync.Map    // user ID → display name, for attributing messages
-	lookup chan string // user IDs to look up, for Run's resolver
+	render *adapters.Renderer
+	posts  *adapters.Buckets // chat.postMessage, per channel
+	edits  *adapters.Bucket  // chat.update, across the workspace
+	users  sync.Map          // user ID → display name, for attributing messages
+	lookup chan string       // user IDs to look up, for Run's resolver
 }
 
 // New connects to the Web API (auth.test gives the bot's own IDs).
@@ -84,10 +86,17 @@ func New(ctx context.Context, cfg Config) (*Adapter, error) {
 	return &Adapter{
 		cfg: cfg, api: api, log: log, http: cfg.HTTPClient,
 		norm:   normalizer{me: me, allowBots: cfg.AllowBots},
-		limits: newLimiter(),
+		render: adapters.NewRenderer(cfg.Progress, log),
+		posts:  adapters.NewBuckets(time.Second, 3),
+		edits:  adapters.NewBucket(1200*time.Millisecond, 5),
 		lookup: make(chan string, 64),
 	}, nil
 }
+
+// Drain waits until every turn has shown what it still had to (an end
+// mark, a progress summary), or ctx ends. Call it after the dispatcher
+// stopped.
+func (a *Adapter) Drain(ctx context.Context) { a.render.Close(ctx) }
 
 // BotUserID is the bot's user ID (U…), as people mention it.
 func (a *Adapter) BotUserID() string { return a.norm.me.BotUserID }

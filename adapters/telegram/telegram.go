@@ -11,11 +11,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
-	"golang.org/x/time/rate"
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
@@ -48,12 +47,17 @@ var allowedUpdates = []string{"message", "edited_message", "channel_post", "my_c
 // Adapter connects one Telegram bot to the dispatcher. It is the
 // agent.Platform for "telegram" sessions.
 type Adapter struct {
-	cfg    Config
-	root   string
-	http   *http.Client
-	log    *slog.Logger
-	norm   normalizer
-	limits *limiter
+	cfg  Config
+	root string
+	http *http.Client
+	log  *slog.Logger
+	norm normalizer
+
+	render   *adapters.Renderer
+	privates *adapters.Buckets // messages per private chat
+	groups   *adapters.Buckets // messages per group
+	global   *adapters.Bucket  // messages in all
+	noDrafts atomic.Bool       // the server has no sendMessageDraft
 }
 
 // New checks the token with getMe.
@@ -82,7 +86,15 @@ func New(ctx context.Context, cfg Config) (*Adapter, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &Adapter{cfg: cfg, root: strings.TrimRight(cfg.APIURL, "/"), http: cfg.HTTPClient, log: log, limits: newLimiter()}
+	a := &Adapter{cfg: cfg, root: strings.TrimRight(cfg.APIURL, "/"), http: cfg.HTTPClient, log: log,
+		render: adapters.NewRenderer(cfg.Progress, log),
+		// Telegram asks for about one message a second per chat with short
+		// bursts, and twenty a minute per group: with a burst of four a
+		// group never sees more than 24 in a minute.
+		privates: adapters.NewBuckets(time.Second, 3),
+		groups:   adapters.NewBuckets(3*time.Second, 4),
+		global:   adapters.NewBucket(time.Second/30, 30),
+	}
 	var me user
 	if err := a.call(ctx, "getMe", nil, &me); err != nil {
 		return nil, fmt.Errorf("telegram getMe: %w (check TELEGRAM_BOT_TOKEN and TELEGRAM_API_URL)", err)
@@ -91,6 +103,10 @@ func New(ctx context.Context, cfg Config) (*Adapter, error) {
 	log.Info("telegram connected", "bot", "@"+me.Username)
 	return a, nil
 }
+
+// Drain waits until every turn has shown what it still had to (a progress
+// summary), or ctx ends. Call it after the dispatcher stopped.
+func (a *Adapter) Drain(ctx context.Context) { a.render.Close(ctx) }
 
 // Name is the platform of the sessions this adapter serves.
 func (a *Adapter) Name() string { return Platform }
@@ -341,35 +357,4 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// limiter paces what the bot sends, under Telegram's limits: about one
-// message a second per private chat, twenty a minute per group, thirty a
-// second in all.
-type limiter struct {
-	mu     sync.Mutex
-	chats  map[string]*rate.Limiter
-	global *rate.Limiter
-}
-
-func newLimiter() *limiter {
-	return &limiter{chats: map[string]*rate.Limiter{}, global: rate.NewLimiter(30, 30)}
-}
-
-func (l *limiter) wait(ctx context.Context, chat string, group bool) error {
-	l.mu.Lock()
-	lim, ok := l.chats[chat]
-	if !ok {
-		if group {
-			lim = rate.NewLimiter(rate.Every(3*time.Second), 3)
-		} else {
-			lim = rate.NewLimiter(rate.Every(time.Second), 2)
-		}
-		l.chats[chat] = lim
-	}
-	l.mu.Unlock()
-	if err := lim.Wait(ctx); err != nil {
-		return err
-	}
-	return l.global.Wait(ctx)
 }

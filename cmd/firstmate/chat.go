@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"time"
 
 	"golang.org/x/term"
 
+	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/adapters/console"
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/tools"
@@ -43,7 +45,17 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	defer a.close()
 
-	con := console.New(stdout, interactive)
+	mode, err := adapters.ParseMode(cfg.Agent.Progress)
+	if err != nil {
+		return err
+	}
+	con := console.New(stdout, interactive, mode)
+	// Last, once the dispatcher stopped: the last turn's summary line.
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		con.Drain(dctx)
+	}()
 	d := a.dispatcher(map[string]agent.Platform{console.Key.Platform: con})
 	var wg sync.WaitGroup
 	wg.Go(func() { d.Run(ctx) })

@@ -94,7 +94,7 @@ func TestChatTurnWithTools(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 			}
-			for _, want := range []string{"✓ ls ", "✓ write wrote 21 B to hello.txt", "I left a note in hello.txt"} {
+			for _, want := range []string{"✓ ls ", "✓ write · wrote 21 B to hello.txt", "I left a note in hello.txt"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q:\n%s", want, out)
 				}

@@ -36,6 +36,9 @@ type adapter interface {
 	Routes(mux *http.ServeMux, d agent.Submitter)
 	// Run receives events until ctx ends.
 	Run(ctx context.Context, d agent.Submitter) error
+	// Drain waits until the turns have shown what they still had to, after
+	// the dispatcher stopped, or until ctx ends.
+	Drain(ctx context.Context)
 }
 
 // adaptersFor builds the adapters the configuration asks for.
@@ -170,6 +173,13 @@ func runServe(ctx context.Context, a *app, ln net.Listener, adapters []adapter) 
 	receivers.Wait()
 	stopDispatcher()
 	<-dispatcherDone
+	// What the last turns still show (a progress summary, ✅) gets a few
+	// seconds of its own.
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer dcancel()
+	for _, ad := range adapters {
+		ad.Drain(dctx)
+	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

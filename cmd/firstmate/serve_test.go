@@ -25,6 +25,7 @@ type testAdapter struct {
 
 func (a *testAdapter) Name() string                                        { return "test" }
 func (a *testAdapter) Routes(*http.ServeMux, agent.Submitter)              {}
+func (a *testAdapter) Drain(context.Context)                               {}
 func (a *testAdapter) Thread(agent.SessionKey, agent.Inbound) agent.Thread { return a }
 func (a *testAdapter) Emit(_ context.Context, ev agent.Event) error {
 	if ans, ok := ev.(agent.Answer); ok {

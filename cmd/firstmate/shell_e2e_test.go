@@ -48,7 +48,7 @@ func TestChatShellRunsInSandbox(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	// The progress line, then the answer with what the command printed.
-	if !strings.Contains(out, "✓ shell if command -v go") || !strings.Contains(out, "exit code 0") {
+	if !strings.Contains(out, "✓ shell · if command -v go") || !strings.Contains(out, "exit code 0") {
 		t.Errorf("output:\n%s", out)
 	}
 	if !strings.Contains(out, "go version go1.") && !strings.Contains(out, "\n1\n") {

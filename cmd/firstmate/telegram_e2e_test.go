@@ -73,6 +73,27 @@ func (e *telegramEnv) answers(t *testing.T, chat int64, thread, n int) []faketel
 	return got
 }
 
+// answer waits for a bot message in chat (in a topic if thread > 0) that
+// contains text, other than the messages not, and returns it: the answer,
+// whether or not a progress message came before it.
+func (e *telegramEnv) answer(t *testing.T, chat int64, thread int, text string, not ...int) faketelegram.Message {
+	t.Helper()
+	var got faketelegram.Message
+	ok := e.tg.WaitFor(20*time.Second, func() bool {
+		for _, m := range e.tg.BotMessages(chat) {
+			if !m.Deleted && (thread == 0 || m.MessageThreadID == thread) && strings.Contains(m.Text, text) && !slices.Contains(not, m.MessageID) {
+				got = m
+				return true
+			}
+		}
+		return false
+	})
+	if !ok {
+		t.Fatalf("chat %d thread %d: no bot message with %q: %+v\n%s", chat, thread, text, e.tg.BotMessages(chat), e.srv.logs())
+	}
+	return got
+}
+
 // toolModel calls ls, then answers with Markdown (and what the test asks).
 func toolModel(answer string) func(*fakellm.Request) fakellm.Reply {
 	return func(req *fakellm.Request) fakellm.Reply {
@@ -86,29 +107,34 @@ func toolModel(answer string) func(*fakellm.Request) fakellm.Reply {
 func TestTelegramWhereTheBotAnswers(t *testing.T) {
 	e := startTelegram(t, toolModel("**Done.** The workspace is <i>listed</i> <script>alert(1)</script> and `code`"))
 	before := map[string]int{}
-	for _, m := range []string{"sendMessage", "editMessageText", "deleteMessage", "sendChatAction"} {
+	for _, m := range []string{"sendMessage", "editMessageText", "deleteMessage", "sendMessageDraft", "sendChatAction"} {
 		before[m] = e.tg.Count(m)
 	}
-	// A private chat.
+	// A private chat: the progress lives in the draft, so the answer is the
+	// one message.
 	pm := e.tg.PrivateMessage(faketelegram.Alice, "what is in the workspace?")
-	got := e.answers(t, faketelegram.Alice, 0, 2)
-	progress, answer := got[0], got[1]
-	if !strings.Contains(progress.Text, "1 tool") || progress.ReplyToMessage == nil || progress.ReplyToMessage.MessageID != pm.Message.MessageID {
-		t.Errorf("progress message %+v", progress)
-	}
+	answer := e.answers(t, faketelegram.Alice, 0, 1)[0]
 	if answer.ParseMode != "HTML" || !strings.Contains(answer.Source, "<b>Done.</b>") || !strings.Contains(answer.Text, "<script>alert(1)</script>") || strings.Contains(answer.Source, "<script>") {
 		t.Errorf("answer source %q text %q", answer.Source, answer.Text)
 	}
 	if answer.ReplyToMessage == nil || answer.ReplyToMessage.MessageID != pm.Message.MessageID {
 		t.Errorf("the answer does not reply to the question: %+v", answer.ReplyToMessage)
 	}
-	calls := 0
-	for _, m := range []string{"sendMessage", "editMessageText", "deleteMessage"} {
-		calls += e.tg.Count(m) - before[m]
+	drafted := false
+	for _, d := range e.tg.Drafts() {
+		drafted = drafted || d.Chat == faketelegram.Alice && strings.Contains(d.Text, "ls")
 	}
-	t.Logf("Bot API calls for a one-tool turn, besides typing: %d (%d typing)", calls, e.tg.Count("sendChatAction")-before["sendChatAction"])
-	if calls > 5 {
-		t.Errorf("%d Bot API calls besides typing for one turn, budget 5", calls)
+	if !drafted {
+		t.Errorf("the draft never showed the tool: %+v", e.tg.Drafts())
+	}
+	time.Sleep(300 * time.Millisecond) // room for a write that should not come
+	writes := 0
+	for _, m := range []string{"sendMessage", "editMessageText", "deleteMessage", "sendMessageDraft"} {
+		writes += e.tg.Count(m) - before[m]
+	}
+	t.Logf("Bot API writes for a one-tool turn in a private chat: %d (%d typing)", writes, e.tg.Count("sendChatAction")-before["sendChatAction"])
+	if writes > 3 {
+		t.Errorf("%d Bot API writes besides typing for one turn, budget 3", writes)
 	}
 	if e.tg.Count("sendChatAction") == 0 {
 		t.Error("no typing indicator")
@@ -117,18 +143,19 @@ func TestTelegramWhereTheBotAnswers(t *testing.T) {
 	// A group: a mention by entity, then a reply to the bot's answer.
 	e.tg.GroupMessage(faketelegram.Group, faketelegram.Bob, "lunch anyone? @firstmate_botanist knows") // not a mention of this bot
 	mention := e.tg.Mention(faketelegram.Group, faketelegram.Bob, "what is here?")
-	groupGot := e.answers(t, faketelegram.Group, 0, 2)
-	if groupGot[1].ReplyToMessage == nil || groupGot[1].ReplyToMessage.MessageID != mention.Message.MessageID {
-		t.Errorf("group answer %+v", groupGot[1])
+	groupAnswer := e.answer(t, faketelegram.Group, 0, "Done.")
+	if groupAnswer.ReplyToMessage == nil || groupAnswer.ReplyToMessage.MessageID != mention.Message.MessageID {
+		t.Errorf("group answer %+v", groupAnswer)
 	}
-	e.tg.Reply(faketelegram.Group, faketelegram.Alice, groupGot[1].MessageID, "and then?")
-	e.answers(t, faketelegram.Group, 0, 4)
+	e.tg.Reply(faketelegram.Group, faketelegram.Alice, groupAnswer.MessageID, "and then?")
+	e.tg.WaitFor(20*time.Second, func() bool { return len(e.llm.Requests()) == 6 })
+	e.answer(t, faketelegram.Group, 0, "Done.", groupAnswer.MessageID)
 
 	// A forum topic: the answer goes to that topic.
 	topic := e.tg.CreateTopic(faketelegram.Forum, faketelegram.Alice, "builds")
 	thread := topic.Message.MessageThreadID
 	e.tg.Mention(faketelegram.Forum, faketelegram.Alice, "status of the build?", faketelegram.InTopic(thread))
-	e.answers(t, faketelegram.Forum, thread, 2)
+	e.answer(t, faketelegram.Forum, thread, "Done.")
 	typingInTopic := false
 	for _, a := range e.tg.ChatActions() {
 		typingInTopic = typingInTopic || (a.Chat == faketelegram.Forum && a.ThreadID == thread && a.Action == "typing")
@@ -212,10 +239,10 @@ func TestTelegramRateLimitsAndSecondPoller(t *testing.T) {
 	e.tg.RateLimitFor("editMessageText", 2*time.Second, 1)
 	e.tg.RateLimitNext("sendMessage", 2, 1)
 	e.tg.PrivateMessage(faketelegram.Alice, "go")
-	got := e.answers(t, faketelegram.Alice, 0, 2)
-	if !strings.Contains(got[len(got)-1].Text, "done after the storm") {
-		t.Errorf("answers %+v", got)
-	}
+	e.answer(t, faketelegram.Alice, 0, "done after the storm")
+	// In a group the progress message is edited through the storm.
+	e.tg.Mention(faketelegram.Group, faketelegram.Bob, "go")
+	e.answer(t, faketelegram.Group, 0, "done after the storm")
 	// A second firstmate on the same token: Telegram ends one poll with 409.
 	second := startServe(t, e.env)
 	e.tg.WaitFor(5*time.Second, func() bool { return e.tg.Conflicts() > 0 })
@@ -226,7 +253,7 @@ func TestTelegramRateLimitsAndSecondPoller(t *testing.T) {
 		t.Errorf("%d conflict log lines; one a minute is enough", n)
 	}
 	e.tg.PrivateMessage(faketelegram.Bob, "still there?")
-	e.answers(t, faketelegram.Bob, 0, 2)
+	e.answer(t, faketelegram.Bob, 0, "done after the storm")
 }
 
 // A crash between receiving an update and recording it: the update comes
