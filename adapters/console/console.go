@@ -203,6 +203,16 @@ func (c *Console) Upload(_ context.Context, f agent.Attachment) error {
 	return err
 }
 
+// CommandList names the chat commands as the terminal takes them, from
+// the registry: "/help, /status, /stop, /reset".
+func CommandList() string {
+	var names []string
+	for _, c := range agent.Commands() {
+		names = append(names, "/"+c.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
 // say prints a line of the chat's own (not a turn's).
 func (c *Console) say(text string) {
 	c.mu.Lock()

@@ -306,3 +306,15 @@ func TestApprovalRefusedWithScriptedInput(t *testing.T) {
 		t.Fatalf("output %q", out.String())
 	}
 }
+
+func TestCommandListIsTheRegistry(t *testing.T) {
+	list := CommandList()
+	for _, c := range agent.Commands() {
+		if !strings.Contains(list, "/"+c.Name) {
+			t.Errorf("%q lacks /%s", list, c.Name)
+		}
+	}
+	if list != "/help, /status, /stop, /reset" {
+		t.Errorf("command list %q", list)
+	}
+}

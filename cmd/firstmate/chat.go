@@ -70,8 +70,8 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	defer cancel(nil)
 
 	if interactive {
-		fmt.Fprintf(stdout, "firstmate %s · model %s at %s\nworkspace: %s\n/help for commands, Ctrl-C stops a turn, Ctrl-D or /quit exits.\n",
-			versionString(), cfg.LLM.Model, cfg.LLM.BaseURL, tools.WorkspacePath(workspaceDir(cfg), console.Key.Channel().String()))
+		fmt.Fprintf(stdout, "firstmate %s · model %s at %s\nworkspace: %s\n%s; Ctrl-C stops a turn, Ctrl-D or /quit exits.\n",
+			versionString(), cfg.LLM.Model, cfg.LLM.BaseURL, tools.WorkspacePath(workspaceDir(cfg), console.Key.Channel().String()), console.CommandList())
 	}
 	interrupts := make(chan os.Signal, 1)
 	signal.Notify(interrupts, os.Interrupt)
