@@ -106,6 +106,9 @@ func (t *turn) nextLive(now time.Time) (func(context.Context), time.Duration) {
 	if t.ended || t.live.written.Len() == 0 {
 		return nil, 0
 	}
+	if wait := t.live.first.Add(t.pace.LiveAfter).Sub(now); wait > 0 {
+		return nil, wait
+	}
 	written := t.live.written.String()
 	switch {
 	case t.streamer != nil:
@@ -118,22 +121,16 @@ func (t *turn) nextLive(now time.Time) (func(context.Context), time.Duration) {
 	case !t.pace.LiveAnswer || t.live.gone || t.live.broken:
 		return nil, 0
 	}
-	if wait := t.live.first.Add(liveAfter).Sub(now); wait > 0 {
-		return nil, wait
-	}
 	text, ok := cutAtSpace(written)
 	if !ok || text == t.live.msg.shown {
 		return nil, 0
 	}
 	part := t.s.Format(Text{Body: text, Markdown: true, Partial: true})[0]
-	return t.keep(&t.live.msg, text, part, now, func(edit bool, err error) {
-		switch {
-		case err == nil:
-		case edit:
-			t.r.log.Warn("editing a live answer failed; the answer will be posted whole", "err", err)
+	return t.keep(&t.live.msg, text, part, now, func(_ bool, err error) {
+		if err != nil {
+			// The answer is posted whole at the end instead.
+			t.r.log.Warn("showing the answer as it is written failed; it will be posted whole", "err", err)
 			t.live.gone = true
-		default:
-			t.live.msg.shown = "" // try again with more text
 		}
 	})
 }
@@ -183,7 +180,7 @@ func (t *turn) keep(m *keptMessage, text string, part Part, now time.Time, settl
 // nextStream sends the text written since the last piece, cut at its last
 // space so a mention is never split between two pieces.
 func (t *turn) nextStream(now time.Time, written string) (func(context.Context), time.Duration) {
-	if t.live.stream != nil || t.live.sent > 0 {
+	if !t.live.sentAt.IsZero() {
 		if wait := t.live.sentAt.Add(t.pace.StreamEvery).Sub(now); wait > 0 {
 			return nil, wait
 		}
@@ -206,6 +203,12 @@ func (t *turn) nextStream(now time.Time, written string) (func(context.Context),
 		defer t.mu.Unlock()
 		if stream != nil {
 			t.live.stream = stream
+		}
+		if after, limited := RetryAfter(err); limited {
+			// The piece goes again, with what came since, once allowed.
+			t.live.sent -= len(piece)
+			t.live.sentAt = time.Now().Add(max(after, minRetry) - t.pace.StreamEvery)
+			return
 		}
 		if err != nil {
 			// The answer is posted whole instead; what the stream shows

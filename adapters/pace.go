@@ -18,9 +18,13 @@ type Pace struct {
 	// EditEvery is the least time between two edits of one message, two
 	// drafts or two status lines; 0 means a second.
 	EditEvery time.Duration
-	// LiveAnswer lets an answer that takes more than a second to write be
-	// posted at its first words and edited as it grows, where the platform
-	// has no [Streamer] or [Drafter] (or they failed).
+	// LiveAfter is how long an answer is written before it shows as it
+	// grows (a stream, a draft, a live message): a quicker one arrives
+	// whole, in one call. 0 shows it at once (a terminal).
+	LiveAfter time.Duration
+	// LiveAnswer lets an answer that takes longer than LiveAfter to write
+	// be posted at its first words and edited as it grows, where the
+	// platform has no [Streamer] or [Drafter] (or they failed).
 	LiveAnswer bool
 	// StreamEvery paces a [Streamer]'s appends; 0 sends each piece at once.
 	StreamEvery time.Duration

@@ -13,9 +13,6 @@ import (
 
 // Timings of what people see, the same on every platform.
 const (
-	// liveAfter is how long an answer is written before it is shown as it
-	// grows: a quicker one arrives whole, without a message to edit.
-	liveAfter = time.Second
 	// refreshEdits is how many edit intervals a progress message (or a
 	// draft) that shows a running tool goes before its timer is brought up
 	// to date; drafts also fade after 30 s without one.

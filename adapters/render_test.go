@@ -221,7 +221,7 @@ func (s terminal) Stream(_ context.Context, md string) (Stream, error) {
 func slackPace() Pace {
 	return Pace{
 		Posts: []*Bucket{NewBucket(time.Second, 3)}, Edits: []*Bucket{NewBucket(1200*time.Millisecond, 5)},
-		LiveAnswer: true, StreamEvery: time.Second, StatusEvery: 100 * time.Second, SignOfLife: 700 * time.Millisecond,
+		LiveAfter: time.Second, LiveAnswer: true, StreamEvery: time.Second, StatusEvery: 100 * time.Second, SignOfLife: 700 * time.Millisecond,
 	}
 }
 
@@ -232,7 +232,7 @@ func telegramPace(groupChat bool) Pace {
 		chat, every = NewBucket(3*time.Second, 10), 3*time.Second
 	}
 	all := NewBucket(time.Second/30, 30)
-	return Pace{Posts: []*Bucket{chat, all}, Edits: []*Bucket{chat, all}, EditEvery: every, LiveAnswer: !groupChat, TypingEvery: 4 * time.Second}
+	return Pace{Posts: []*Bucket{chat, all}, Edits: []*Bucket{chat, all}, EditEvery: every, LiveAfter: time.Second, LiveAnswer: !groupChat, TypingEvery: 4 * time.Second}
 }
 
 // start opens a turn on the surface made of a fake platform with pace p.
@@ -578,7 +578,7 @@ func TestLiveAnswer(t *testing.T) {
 				live = append(live, c)
 			}
 		}
-		if len(live) < 2 || live[0].op != "post" || live[0].at.Sub(start) < liveAfter {
+		if len(live) < 2 || live[0].op != "post" || live[0].at.Sub(start) < time.Second {
 			t.Fatalf("live calls %+v", live)
 		}
 		for i := 1; i < len(live); i++ {
@@ -824,4 +824,39 @@ func TestRetryAfter(t *testing.T) {
 	if err.Error() != "edit: rate limited, retry after 7s: ratelimited" {
 		t.Errorf("message %q", err.Error())
 	}
+}
+
+// A 429 on a stream's append waits as asked, and the text comes whole.
+func TestStreamRateLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, r, th := start(ModeFull, slackPace(), func(f *fake) Surface { return assistant{channel{f}} })
+		f.failNext("append", &RateLimitedError{After: 5 * time.Second})
+		ctx := context.Background()
+		th.Emit(ctx, agent.TurnStarted{})
+		text := ""
+		for i := range 40 {
+			w := "w" + strconv.Itoa(i) + " "
+			text += w
+			th.Emit(ctx, agent.TextDelta{Text: w})
+			time.Sleep(200 * time.Millisecond)
+		}
+		th.Emit(ctx, agent.Answer{Text: text})
+		end(r, th)
+		var got strings.Builder
+		var refused, next time.Time
+		for _, c := range f.log() {
+			switch c.op {
+			case "stream", "append", "stop":
+				got.WriteString(c.text)
+				if !refused.IsZero() && next.IsZero() {
+					next = c.at
+				}
+			case "append!":
+				refused = c.at
+			}
+		}
+		if got.String() != text || refused.IsZero() || next.Sub(refused) != 5*time.Second {
+			t.Errorf("streamed %q (want %q); refused at %v, next piece %v later", got.String(), text, refused, next.Sub(refused))
+		}
+	})
 }

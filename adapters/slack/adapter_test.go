@@ -355,6 +355,8 @@ func TestAssistantThreadStatusAndStream(t *testing.T) {
 	th.Emit(ctx, agent.TurnStarted{Key: key})
 	srv.WaitFor(5*time.Second, func() bool { return len(srv.Statuses()) == 1 }) // the model thinks
 	th.Emit(ctx, agent.TextDelta{Text: "Let me look. "})
+	// Text written for more than a second streams.
+	srv.WaitFor(5*time.Second, func() bool { return srv.Count("chat.startStream") == 1 })
 	th.Emit(ctx, agent.ToolStarted{CallID: "c1", Name: "ls"})
 	srv.WaitFor(5*time.Second, func() bool { return len(srv.Statuses()) == 2 }) // the tool runs a while
 	th.Emit(ctx, agent.ToolFinished{CallID: "c1", Name: "ls"})

@@ -27,6 +27,9 @@ const (
 	// statusRefresh renews an assistant thread's status line: Slack drops
 	// one after two minutes.
 	statusRefresh = 100 * time.Second
+	// liveAfter is how long an answer is written before it streams (or
+	// shows in a message edited as it grows): a quicker one is one post.
+	liveAfter = time.Second
 )
 
 // markupMarkdown marks a Part whose Text is standard Markdown for a
@@ -91,6 +94,7 @@ func (s *surface) Pace() adapters.Pace {
 	return adapters.Pace{
 		Posts:       []*adapters.Bucket{s.a.posts.Get(s.channel)},
 		Edits:       []*adapters.Bucket{s.a.edits},
+		LiveAfter:   liveAfter,
 		LiveAnswer:  s.ephemeralUser == "",
 		StreamEvery: time.Second,
 		StatusEvery: statusRefresh,

@@ -20,7 +20,8 @@ const (
 	messageLimit   = 4096            // characters (UTF-16 units) of one message
 	typingInterval = 4 * time.Second // Telegram shows "typing" for about five
 	markupHTML     = "HTML"
-	livePending    = " …" // marks a live answer that is still being written
+	liveAfter      = time.Second // an answer written quicker arrives whole, with no draft of it
+	livePending    = " …"        // marks a live answer that is still being written
 )
 
 // Thread implements agent.Platform: what the turn shows is rendered by the
@@ -61,7 +62,7 @@ func (s *surface) Pace() adapters.Pace {
 		chat, every = s.a.groups.Get(s.chat), 3*time.Second
 	}
 	buckets := []*adapters.Bucket{chat, s.a.global}
-	return adapters.Pace{Posts: buckets, Edits: buckets, EditEvery: every, LiveAnswer: !s.group, TypingEvery: typingInterval}
+	return adapters.Pace{Posts: buckets, Edits: buckets, EditEvery: every, LiveAfter: liveAfter, LiveAnswer: !s.group, TypingEvery: typingInterval}
 }
 
 // Format renders the model's Markdown to Bot API HTML in parts under the

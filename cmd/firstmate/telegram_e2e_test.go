@@ -436,9 +436,10 @@ func BenchmarkTelegramOffset(b *testing.B) {
 
 func TestTelegramDraftsInPrivateChats(t *testing.T) {
 	long := strings.Repeat("All work and no play makes a dull answer. ", 40)
+	// An answer that takes longer than a second to write shows as it grows.
 	slow := func(req *fakellm.Request) fakellm.Reply {
 		r := fakellm.Text(long)
-		r.Delay = 50 * time.Millisecond
+		r.Every = 5 * time.Millisecond // about 2 s for the whole answer
 		return r
 	}
 	e := startTelegram(t, slow)

@@ -376,6 +376,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, re
 		if err := rc.Flush(); err != nil {
 			return
 		}
+		if reply.Every > 0 && i < len(chunks)-1 && !s.wait(r, reply.Every) {
+			return
+		}
 	}
 	if reply.Fault != NoFault {
 		s.fault(w, r, reply)

@@ -34,6 +34,9 @@ type Reply struct {
 	NoDone bool
 	// Delay waits before answering.
 	Delay time.Duration
+	// Every waits between two chunks of a streamed answer, as a model that
+	// writes slowly does.
+	Every time.Duration
 }
 
 // Fault is a way for the server to break.
