@@ -4,8 +4,19 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/tools"
 )
+
+// CheckSize refuses a shared file over max bytes before anything is
+// fetched, saying what the limit is: "<name> is <size>, over the <max>
+// <limit>".
+func CheckSize(f agent.File, max int64, limit string) error {
+	if f.Size <= max {
+		return nil
+	}
+	return fmt.Errorf("%s is %s, over the %s %s", f.Name, tools.FormatSize(f.Size), tools.FormatSize(max), limit)
+}
 
 // Download fetches a file someone shared with req and saves it in the
 // workspace at [UploadPath], refusing more than max bytes; it returns the

@@ -18,12 +18,12 @@ import (
 // Download implements agent.Downloader: a file shared with a message is
 // fetched with the bot token into the workspace under uploads/.
 func (a *Adapter) Download(ctx context.Context, f agent.File, ws *tools.Workspace) (string, error) {
-	max := a.cfg.MaxFileBytes
-	if f.Size > max {
-		return "", fmt.Errorf("%s is %s, over the %s limit for shared files", f.Name, tools.FormatSize(f.Size), tools.FormatSize(max))
-	}
 	if f.URL == "" {
 		return "", errors.New("Slack gave no download link (the app may lack the files:read scope)")
+	}
+	max := a.cfg.MaxFileBytes
+	if err := adapters.CheckSize(f, max, "limit for shared files"); err != nil {
+		return "", err
 	}
 	if !a.fileHostOK(f.URL) {
 		return "", fmt.Errorf("the file's link is not on Slack (%s); not downloaded", hostOf(f.URL))

@@ -8,18 +8,6 @@ import (
 	"github.com/firstmate/firstmate/adapters/internal/mdtest"
 )
 
-// TestRenderMrkdwnGolden renders testdata/mrkdwn/*.md and compares with
-// the .golden file beside it. Refresh with: go test -run Golden -update.
-func TestRenderMrkdwnGolden(t *testing.T) {
-	for _, c := range mdtest.Corpus(t, "testdata/mrkdwn/*.md") {
-		t.Run(c.Name, func(t *testing.T) {
-			got := RenderMrkdwn(c.Markdown)
-			checkMrkdwn(t, c.Markdown, got)
-			mdtest.Golden(t, c.Base+".golden", got)
-		})
-	}
-}
-
 func TestRenderMrkdwn(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"", ""},
@@ -61,6 +49,18 @@ func TestRenderMrkdwn(t *testing.T) {
 		if got := RenderMrkdwn(tt.in); got != tt.want {
 			t.Errorf("RenderMrkdwn(%q)\n got %q\nwant %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestRenderMrkdwnGolden renders testdata/mrkdwn/*.md and compares with
+// the .golden file beside it. Refresh with: go test -run Golden -update.
+func TestRenderMrkdwnGolden(t *testing.T) {
+	for _, c := range mdtest.Corpus(t, "testdata/mrkdwn/*.md") {
+		t.Run(c.Name, func(t *testing.T) {
+			got := RenderMrkdwn(c.Markdown)
+			checkMrkdwn(t, c.Markdown, got)
+			mdtest.Golden(t, c.Base+".golden", got)
+		})
 	}
 }
 

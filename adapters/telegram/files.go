@@ -18,9 +18,8 @@ import (
 // ignores a custom server), into the workspace under uploads/.
 func (a *Adapter) Download(ctx context.Context, f agent.File, ws *tools.Workspace) (string, error) {
 	max := a.cfg.MaxFileBytes
-	if f.Size > max {
-		return "", fmt.Errorf("%s is %s, over the %s a bot can download from Telegram; send a smaller file or a link",
-			f.Name, tools.FormatSize(f.Size), tools.FormatSize(max))
+	if err := adapters.CheckSize(f, max, "a bot can download from Telegram; send a smaller file or a link"); err != nil {
+		return "", err
 	}
 	var file struct {
 		FilePath string `json:"file_path"`

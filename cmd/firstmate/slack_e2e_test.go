@@ -19,25 +19,15 @@ import (
 	"github.com/firstmate/firstmate/internal/fakeslack"
 )
 
-// server is the real firstmate binary running `serve` in the background.
+// server is the real firstmate binary running `serve` in the background;
+// its output is kept.
 type server struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	done   chan error
+	safeBuffer
+	cmd  *exec.Cmd
+	done chan error
 }
 
-func (s *server) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stderr.Write(p)
-}
-
-func (s *server) logs() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stderr.String()
-}
+func (s *server) logs() string { return s.String() }
 
 // startServe runs `firstmate serve` until the test ends (SIGTERM, then a
 // wait: a clean shutdown is part of what is tested).
