@@ -25,6 +25,7 @@ type delivery struct {
 	streamed bool // the stream was the answer: nothing to post unless it failed
 	editLive bool // the first part replaces the live message, if there is one
 	tries    int
+	retryAt  time.Time // after a failure other than a 429: not before then
 	batch    *batch
 }
 
@@ -68,9 +69,7 @@ func (t *turn) answer(ctx context.Context, ev agent.Answer) *batch {
 	for i := range ev.Files {
 		ds = append(ds, &delivery{file: &ev.Files[i]})
 	}
-	if t.reactor != nil {
-		t.end = &endMark{ReactDone}
-	}
+	t.endWith(ReactDone)
 	return t.deliver(ctx, ds)
 }
 
@@ -79,10 +78,16 @@ func (t *turn) fail(ctx context.Context, ev agent.Failed) *batch {
 	t.endLocked()
 	parts := t.s.Format(Text{Body: ev.Message, Failure: true})
 	parts[0].Reply = true
-	if t.reactor != nil {
-		t.end = &endMark{ReactFailed}
-	}
+	t.endWith(ReactFailed)
 	return t.deliver(ctx, []*delivery{{parts: parts, stopLive: t.streaming()}})
+}
+
+// endWith sets the mark that goes on the message being answered once the
+// answer is out, where the platform has reactions.
+func (t *turn) endWith(r Reaction) {
+	if t.reactor != nil {
+		t.end = &r
+	}
 }
 
 // streaming reports whether a stream is open, or being opened.
@@ -106,6 +111,9 @@ func (t *turn) endLocked() {
 // nextDelivery is the call for the outbox's head, or the wait for its
 // tokens.
 func (t *turn) nextDelivery(d *delivery, now time.Time) (func(context.Context), time.Duration) {
+	if wait := d.retryAt.Sub(now); wait > 0 {
+		return nil, wait
+	}
 	switch {
 	case d.stopLive:
 		d.stopLive = false
@@ -194,7 +202,7 @@ func (t *turn) nextDelivery(d *delivery, now time.Time) (func(context.Context), 
 		}
 		d.parts = d.parts[1:]
 		d.editLive = false
-		d.tries = 0
+		d.tries, d.retryAt = 0, time.Time{}
 		if len(d.parts) == 0 {
 			t.finishDelivery(d, err)
 		}
@@ -202,7 +210,9 @@ func (t *turn) nextDelivery(d *delivery, now time.Time) (func(context.Context), 
 }
 
 // retryLocked decides whether a failed delivery call is tried again: after
-// a 429, as long as the platform asked; after another error, a few times.
+// a 429, as long as the platform asked (the bucket waits, for every turn of
+// the chat); after another error, a few times, a little later (only this
+// delivery waits).
 func (t *turn) retryLocked(d *delivery, err error, buckets []*Bucket) bool {
 	if after, limited := RetryAfter(err); limited {
 		block(buckets, time.Now().Add(max(after, minRetry)))
@@ -212,7 +222,7 @@ func (t *turn) retryLocked(d *delivery, err error, buckets []*Bucket) bool {
 	if d.tries >= answerTries || d.ctx.Err() != nil {
 		return false
 	}
-	block(buckets, time.Now().Add(time.Duration(d.tries)*time.Second))
+	d.retryAt = time.Now().Add(time.Duration(d.tries) * time.Second)
 	return true
 }
 

@@ -161,7 +161,7 @@ type turn struct {
 	draft  draftState
 	live   liveState
 	outbox []*delivery
-	end    *endMark
+	end    *Reaction // the mark still to set at the end
 }
 
 // signState is the sign of life: typing, a status line, 👀.
@@ -211,9 +211,6 @@ type liveState struct {
 	broken  bool // the stream failed: the answer is posted whole
 	gone    bool // the live message can no longer be edited
 }
-
-// endMark is the reaction that marks the end.
-type endMark struct{ r Reaction }
 
 func newTurn(r *Renderer, s Surface) *turn {
 	t := &turn{r: r, s: s, pace: s.Pace(), mode: r.mode, wake: make(chan struct{}, 1)}
@@ -430,25 +427,25 @@ func (t *turn) next(now time.Time) (func(context.Context), time.Duration) {
 			d.batch.finish(err)
 			continue
 		}
-		if act, wait := t.nextDelivery(d, now); act != nil {
+		act, wait := t.nextDelivery(d, now)
+		if act != nil {
 			return act, 0
-		} else {
-			w.at(wait)
 		}
+		w.at(wait)
 		break
 	}
 	// Keep-alives use no message budget: they go even while an answer
 	// waits for a token.
-	if act, wait := t.nextSign(now); act != nil {
+	act, wait := t.nextSign(now)
+	if act != nil {
 		return act, 0
-	} else {
-		w.at(wait)
 	}
+	w.at(wait)
 	if len(t.outbox) > 0 {
 		return nil, w.d
 	}
-	if t.ended && t.end != nil && t.reactor != nil {
-		mark := t.end.r
+	if t.ended && t.end != nil {
+		mark := *t.end
 		t.end = nil
 		return func(ctx context.Context) { t.react(ctx, mark) }, 0
 	}
