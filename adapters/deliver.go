@@ -2,6 +2,7 @@ package adapters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -21,9 +22,11 @@ type delivery struct {
 	ctx      context.Context
 	parts    []Part // a message; or
 	file     *agent.Attachment
-	stopLive bool // first end the live stream with the rest of the text
-	streamed bool // the stream was the answer: nothing to post unless it failed
-	editLive bool // the first part replaces the live message, if there is one
+	stopLive bool            // first end the live stream with the rest of the text
+	streamed bool            // the stream was the answer: nothing to post unless it failed
+	editLive bool            // the first part replaces the live message, if there is one
+	editID   MessageID       // the part replaces this message (a decided approval question)
+	posted   func(MessageID) // told the ID of the last part posted, under the turn's lock
 	tries    int
 	retryAt  time.Time // after a failure other than a 429: not before then
 	batch    *batch
@@ -166,6 +169,10 @@ func (t *turn) nextDelivery(d *delivery, now time.Time) (func(context.Context), 
 		}, 0
 	}
 	edit := d.editLive && t.live.msg.id != "" && !t.live.gone
+	id := t.live.msg.id
+	if d.editID != "" {
+		edit, id = true, d.editID
+	}
 	buckets := t.pace.Posts
 	if edit {
 		buckets = t.pace.Edits
@@ -174,17 +181,27 @@ func (t *turn) nextDelivery(d *delivery, now time.Time) (func(context.Context), 
 		return nil, wait
 	}
 	takeAll(buckets, now)
-	part, id := d.parts[0], t.live.msg.id
+	part := d.parts[0]
 	return func(context.Context) {
 		var err error
+		var posted MessageID
 		if edit {
 			err = t.s.Edit(d.ctx, id, part)
 		} else {
-			_, err = t.s.Post(d.ctx, part)
+			posted, err = t.s.Post(d.ctx, part)
 		}
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		if err != nil && edit {
+		if err == nil && posted != "" && d.posted != nil && len(d.parts) == 1 {
+			d.posted(posted)
+		}
+		if err != nil && d.editID != "" {
+			if _, limited := RetryAfter(err); !limited && errors.Is(err, ErrGone) {
+				d.editID = "" // the question is gone: say the outcome anew
+				return
+			}
+		}
+		if err != nil && edit && d.editID == "" {
 			if _, limited := RetryAfter(err); !limited {
 				// The live message keeps its partial text: post the answer
 				// whole instead.

@@ -161,7 +161,8 @@ type turn struct {
 	draft  draftState
 	live   liveState
 	outbox []*delivery
-	end    *Reaction // the mark still to set at the end
+	end    *Reaction            // the mark still to set at the end
+	asked  map[string]MessageID // approval questions posted, by approval ID
 }
 
 // signState is the sign of life: typing, a status line, 👀.
@@ -298,7 +299,19 @@ func (t *turn) Emit(ctx context.Context, ev agent.Event) error {
 		t.progress.Apply(ev, now)
 		wait = t.fail(ctx, ev)
 	case agent.Notice:
-		wait = t.deliver(ctx, []*delivery{{parts: t.plain(ev.Text)}})
+		text := Text{Body: ev.Text}
+		if ev.Policy != nil && t.asks() {
+			text = PolicyScreen(ev.Text, *ev.Policy)
+		}
+		wait = t.deliver(ctx, []*delivery{{parts: t.s.Format(text)}})
+	case agent.ApprovalDecided:
+		t.progress.Apply(ev, now)
+		if id, ok := t.asked[ev.ID]; ok {
+			wait = t.deliver(ctx, []*delivery{{parts: t.s.Format(DecidedText(ev)), editID: id}})
+		}
+	}
+	if ev, ok := ev.(agent.ApprovalNeeded); ok && ev.ID != "" {
+		wait = t.ask(ctx, ev)
 	}
 	t.mu.Unlock()
 	t.poke()
@@ -347,6 +360,29 @@ func (t *turn) begin(now time.Time) {
 	if t.status == nil && t.typer == nil && t.pace.SignOfLife > 0 {
 		t.prog.appearAt = now.Add(t.pace.SignOfLife)
 	}
+}
+
+// asks reports whether the surface shows buttons.
+func (t *turn) asks() bool {
+	a, ok := t.s.(Asker)
+	return ok && a.ShowsButtons()
+}
+
+// ask posts an approval question with its buttons, and remembers where,
+// so the outcome replaces it.
+func (t *turn) ask(ctx context.Context, ev agent.ApprovalNeeded) *batch {
+	text := ApprovalText(ev)
+	if !t.asks() {
+		text.Buttons = nil
+		text.Body += " (This chat cannot show buttons, so it cannot be approved here.)"
+	}
+	parts := t.s.Format(text)
+	return t.deliver(ctx, []*delivery{{parts: parts, posted: func(id MessageID) {
+		if t.asked == nil {
+			t.asked = map[string]MessageID{}
+		}
+		t.asked[ev.ID] = id
+	}}})
 }
 
 func (t *turn) plain(text string) []Part {

@@ -54,6 +54,38 @@ type Text struct {
 	Partial bool
 	// Failure marks our message that a turn failed; a terminal paints it.
 	Failure bool
+	// Buttons go under the message (under its last part), in rows, on a
+	// surface that is a [Asker]; others ignore them.
+	Buttons [][]Button
+}
+
+// Button is a choice under a message: a Slack Block Kit button, a Telegram
+// inline keyboard button. A click comes back to the adapter with Data,
+// which it hands to [HandleClick]. Data is at most [MaxButtonData] bytes.
+type Button struct {
+	Label string
+	Data  string
+	Style ButtonStyle
+}
+
+// ButtonStyle colours a button where the platform can.
+type ButtonStyle string
+
+const (
+	StylePlain   ButtonStyle = ""
+	StylePrimary ButtonStyle = "primary"
+	StyleDanger  ButtonStyle = "danger"
+)
+
+// MaxButtonData is the most a button's Data may hold: Telegram's limit
+// for callback_data.
+const MaxButtonData = 64
+
+// Asker is a surface that shows [Text.Buttons] (approval questions, the
+// policy screen). The renderer asks for
+// approvals with buttons only on one.
+type Asker interface {
+	ShowsButtons() bool
 }
 
 // Part is one message's worth of a [Text], formatted by the surface that
@@ -65,6 +97,8 @@ type Part struct {
 	// Reply makes the message a reply to the one being answered where the
 	// platform threads by replies (Telegram). The renderer sets it.
 	Reply bool
+	// Buttons, from [Text.Buttons], on the last part only.
+	Buttons [][]Button
 }
 
 // Errors a surface returns so the renderer can act on them.

@@ -19,66 +19,192 @@ const (
 )
 
 // Command is a chat command: a message that is only its name, with or
-// without a slash ("stop", "/stop"); a sentence that merely starts with the
-// word is an ordinary message. Commands are defined here, once: the help
-// text, Slack's slash command, Telegram's command menu and the terminal
-// read [Commands].
+// without a slash ("stop", "/stop"), or its name and arguments of the
+// command's shape ("tools exec=ask", "why shell"); a sentence that merely
+// starts with the word is an ordinary message, unless it starts with a
+// slash. Commands are defined here, once: the help text, Slack's slash
+// command, Telegram's command menu and the terminal read [Commands].
 type Command struct {
 	Name    string
 	Summary string // one line, for help and the platforms' menus
+	Args    string // the arguments' shape for help ("[group=mode …]"); "" takes none
 	Who     Audience
+	// shaped reports whether args look like this command's arguments, so
+	// that "why is the sky blue" goes to the model; nil takes none.
+	shaped func(args string) bool
 	// seenFirst: the message is marked seen before the command takes
 	// effect, because a late redelivery must not take effect again (a stop
 	// must not stop the next turn). Other commands are safe to repeat and
 	// are marked seen only once they took effect, so a failure makes the
 	// platform deliver them again.
 	seenFirst bool
-	run       func(ctx context.Context, d *Dispatcher, in Inbound) (reply string, err error)
+	run       func(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error)
 }
+
+// text makes a plain reply.
+func text(s string, err error) (Notice, error) { return Notice{Text: s}, err }
 
 // commands, in the order help lists them.
 var commands = []Command{
 	{Name: "help", Summary: "what I can do, and these commands"}, // run: see init
-	{Name: "status", Summary: "what I am doing in this thread", run: func(ctx context.Context, d *Dispatcher, in Inbound) (string, error) {
-		return d.status(ctx, in.Key)
+	{Name: "status", Summary: "what I am doing in this thread", run: func(ctx context.Context, d *Dispatcher, in Inbound, _ string) (Notice, error) {
+		return text(d.status(ctx, in.Key))
 	}},
-	{Name: "stop", Summary: "stop the running turn", seenFirst: true, run: func(_ context.Context, d *Dispatcher, in Inbound) (string, error) {
+	{Name: "stop", Summary: "stop the running turn", seenFirst: true, run: func(_ context.Context, d *Dispatcher, in Inbound, _ string) (Notice, error) {
 		if d.Stop(in.Key) {
-			return "Stopping.", nil
+			return text("Stopping.", nil)
 		}
-		return "Nothing is running in this thread.", nil
+		return text("Nothing is running in this thread.", nil)
 	}},
-	{Name: "reset", Summary: "forget this thread's conversation (the workspace files stay)", run: func(ctx context.Context, d *Dispatcher, in Inbound) (string, error) {
+	{Name: "reset", Summary: "forget this thread's conversation (the workspace files stay)", run: func(ctx context.Context, d *Dispatcher, in Inbound, _ string) (Notice, error) {
 		if d.busy(in.Key) {
 			// The running turn would write its messages back after the
 			// reset; make the order explicit instead.
-			return "A turn is running in this thread. Send stop first, then reset.", nil
+			return text("A turn is running in this thread. Send stop first, then reset.", nil)
 		}
 		if err := d.cfg.Store.Reset(ctx, in.Key); err != nil {
-			return "", fmt.Errorf("reset history: %w", err)
+			return Notice{}, fmt.Errorf("reset history: %w", err)
 		}
-		return "Done: I have forgotten this thread's conversation. The workspace files are still there.", nil
+		return text("Done: I have forgotten this thread's conversation. The workspace files are still there.", nil)
+	}},
+	{Name: "tools", Summary: "this channel's tool policy; admins change it", Args: "[exec=ask web=deny …]", shaped: rulesShaped, run: toolsCommand},
+	{Name: "why", Summary: "why a tool is or is not available here", Args: "TOOL", shaped: toolShaped, run: func(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
+		if args == "" {
+			return text("Say which tool: why shell", nil)
+		}
+		p, err := d.policy(ctx, in.Key)
+		if err != nil {
+			return Notice{}, err
+		}
+		return text(explain(p, strings.ToLower(strings.TrimSpace(args)), d.knownTools()), nil)
+	}},
+	{Name: "usage", Summary: "what this channel spent today, and its budget", run: func(ctx context.Context, d *Dispatcher, in Inbound, _ string) (Notice, error) {
+		used, err := d.cfg.Store.Usage(ctx, in.Key.Channel(), today())
+		if err != nil {
+			return Notice{}, fmt.Errorf("read usage: %w", err)
+		}
+		s := fmt.Sprintf("This channel used %d model tokens today (UTC)", used)
+		if lim := d.cfg.Budgets.ChannelTokensPerDay; lim > 0 {
+			s += fmt.Sprintf(" of its %d a day", lim)
+		} else {
+			s += "; it has no daily budget"
+		}
+		s += "."
+		if lim := d.cfg.Budgets.UserMessagesPerMinute; lim > 0 {
+			s += fmt.Sprintf(" A person may send me %d messages a minute.", lim)
+		}
+		return text(s, nil)
+	}},
+	{Name: "pair", Summary: "approve a pairing code someone was given", Args: "CODE", Who: Admins, shaped: IsCode, run: func(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
+		if !IsCode(args) {
+			return text("Send the code as it was given, like: pair K7QP-M2XD", nil)
+		}
+		return text(d.approvePairing(ctx, in, args))
 	}},
 }
 
 func init() {
 	// Help lists the commands, help among them: set here, or the list
 	// would refer to itself while it is being initialized.
-	commands[0].run = func(context.Context, *Dispatcher, Inbound) (string, error) { return helpText(), nil }
+	commands[0].run = func(context.Context, *Dispatcher, Inbound, string) (Notice, error) { return text(helpText(), nil) }
+}
+
+// rulesShaped: "exec=ask web=deny".
+func rulesShaped(args string) bool {
+	fields := strings.Fields(args)
+	for _, f := range fields {
+		name, mode, ok := strings.Cut(f, "=")
+		if !ok || name == "" || mode == "" {
+			return false
+		}
+	}
+	return len(fields) > 0
+}
+
+// toolShaped: one word that names a tool or a group.
+func toolShaped(args string) bool {
+	w := strings.ToLower(strings.TrimSpace(args))
+	return w != "" && !strings.ContainsAny(w, " \t\n") && (GroupOf(w) != "" || slices.Contains(Groups(), w))
+}
+
+// toolsCommand shows the channel's policy or, with rules, changes it.
+func toolsCommand(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
+	if strings.TrimSpace(args) == "" {
+		v, err := d.Policy(ctx, in.Key, in.User)
+		if err != nil {
+			return Notice{}, err
+		}
+		return Notice{Text: describePolicy(v), Policy: &v}, nil
+	}
+	change := PolicyChange{Version: -1, Set: map[string]ToolMode{}}
+	known := d.knownTools()
+	for _, f := range strings.Fields(args) {
+		name, mode, ok := strings.Cut(f, "=")
+		if !ok {
+			return text(fmt.Sprintf("%q is not rule=mode; write it like exec=ask.", f), nil)
+		}
+		rule, err := ParseRuleName(name, known)
+		if err != nil {
+			return text(err.Error()+".", nil)
+		}
+		if strings.EqualFold(mode, "default") || strings.EqualFold(mode, "inherit") {
+			change.Set[rule] = ""
+			continue
+		}
+		m, err := ParseMode(mode)
+		if err != nil {
+			return text(err.Error()+".", nil)
+		}
+		change.Set[rule] = m
+	}
+	v, err := d.SetPolicy(ctx, in.Key, in.User, change)
+	switch {
+	case errors.Is(err, ErrNotAdmin):
+		return text("Only an admin can change this channel's tools. Send tools to see them, or why TOOL.", nil)
+	case err != nil:
+		return Notice{}, err
+	}
+	reply := "Saved. " + describePolicy(v)
+	if p, err := d.policy(ctx, in.Key); err == nil {
+		for _, l := range p.Leaks(known) {
+			reply += "\nNote: " + l
+		}
+	}
+	return Notice{Text: reply, Policy: &v}, nil
 }
 
 // Commands lists the chat commands, in the order help shows them.
 func Commands() []Command { return slices.Clone(commands) }
 
-// ParseCommand returns the command a message is, if it is one.
-func ParseCommand(text string) (Command, bool) {
-	name := strings.ToLower(strings.TrimPrefix(strings.TrimSpace(text), "/"))
+// ParseCommand returns the command a message is, if it is one, and its
+// arguments. "/why is the sky blue" is the command why (which says what is
+// wrong with its argument); "why is the sky blue" is a question.
+func ParseCommand(text string) (cmd Command, args string, ok bool) {
+	text = strings.TrimSpace(text)
+	slash := strings.HasPrefix(text, "/")
+	name, args, _ := strings.Cut(strings.TrimPrefix(text, "/"), " ")
+	name, args = strings.ToLower(name), strings.TrimSpace(args)
 	for _, c := range commands {
-		if c.Name == name {
-			return c, true
+		if c.Name != name {
+			continue
+		}
+		if args == "" || slash || (c.shaped != nil && c.shaped(args)) {
+			return c, args, true
 		}
 	}
-	return Command{}, false
+	if IsCode(text) {
+		return pairCommand(), text, true // an admin sending a pairing code
+	}
+	return Command{}, "", false
+}
+
+func pairCommand() Command {
+	for _, c := range commands {
+		if c.Name == "pair" {
+			return c
+		}
+	}
+	panic("no pair command")
 }
 
 func helpText() string {
@@ -86,7 +212,11 @@ func helpText() string {
 	b.WriteString("I am an agent with a workspace for this channel: I can read and write files there and use the tools this channel allows.\n")
 	b.WriteString("Commands (send the word alone):")
 	for _, c := range commands {
-		b.WriteString("\n• " + c.Name + ": " + c.Summary)
+		b.WriteString("\n• " + c.Name)
+		if c.Args != "" {
+			b.WriteString(" " + c.Args)
+		}
+		b.WriteString(": " + c.Summary)
 		if c.Who == Admins {
 			b.WriteString(" (admins)")
 		}
@@ -97,7 +227,7 @@ func helpText() string {
 // command runs a chat command. Its effect happens before Submit returns;
 // the reply is sent in the background so the platform is acknowledged
 // without waiting for it.
-func (d *Dispatcher) command(ctx context.Context, cmd Command, in Inbound) error {
+func (d *Dispatcher) command(ctx context.Context, cmd Command, args string, in Inbound) error {
 	markSeen := func() (bool, error) {
 		first, err := d.cfg.Store.Seen(ctx, in)
 		if err != nil {
@@ -110,12 +240,12 @@ func (d *Dispatcher) command(ctx context.Context, cmd Command, in Inbound) error
 			return err
 		}
 	}
-	var reply string
-	if cmd.Who == Admins && !in.User.Admin {
-		reply = "Only an admin can use " + cmd.Name + " here."
+	var reply Notice
+	if cmd.Who == Admins && !d.globalAdmin(in.Key.Platform, in.User) {
+		reply.Text = "Only an admin can use " + cmd.Name + " here."
 	} else {
 		var err error
-		if reply, err = cmd.run(ctx, d, in); err != nil {
+		if reply, err = cmd.run(ctx, d, in, args); err != nil {
 			return err
 		}
 	}
@@ -124,24 +254,30 @@ func (d *Dispatcher) command(ctx context.Context, cmd Command, in Inbound) error
 			return err // a redelivery took effect again, harmlessly; reply once
 		}
 	}
+	d.reply(ctx, in, reply)
+	return nil
+}
+
+// reply shows n in in's thread, in the background: the platform is
+// acknowledged without waiting for it.
+func (d *Dispatcher) reply(ctx context.Context, in Inbound, n Notice) {
 	th := d.thread(in.Key, in)
 	if th == nil {
-		return nil
+		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closing {
-		return nil // Run is waiting for replies; the command took effect
+		return // Run is waiting for replies; what caused this took effect
 	}
 	d.replies.Go(func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		emit(rctx, th, Notice{Text: reply}, d.log)
+		emit(rctx, th, n, d.log)
 		if c, ok := th.(io.Closer); ok {
 			c.Close()
 		}
 	})
-	return nil
 }
 
 // busy reports whether this process has a turn queued or running for key.
@@ -249,6 +385,9 @@ func (d *Dispatcher) userMessage(err error) string {
 	switch {
 	case errors.Is(err, ErrStopped):
 		return "Stopped."
+	case errors.As(err, new(*BudgetError)):
+		be := err.(*BudgetError)
+		return fmt.Sprintf("This channel has used its model budget for today (%d of %d tokens), so I stopped. It resets at midnight UTC; an admin can raise budgets.channel_tokens_per_day.", be.Used, be.Limit)
 	case errors.Is(err, ErrShutdown):
 		return "I am restarting and had to interrupt this. Send your message again in a moment."
 	case errors.Is(err, context.DeadlineExceeded):

@@ -33,15 +33,23 @@ type DispatcherConfig struct {
 	Store Store
 	Loop  *Loop
 	Tools *tools.Set
-	// Mode is the configured policy for a tool (allow, ask, deny); nil
-	// allows every tool.
-	Mode         func(tool string) ToolMode
-	WorkspaceDir string // one sub-directory per channel
-	Workspace    []tools.WorkspaceOption
-	Platforms    map[string]Platform // by SessionKey.Platform
-	Workers      int                 // sessions run in parallel; default 8
-	LeaseTTL     time.Duration       // default 60s, renewed every third of it
-	Grace        time.Duration       // how long shutdown waits for running turns; default 10s
+	// Policy is the configured tool policy every channel starts from;
+	// admins' rules per channel are in the store.
+	Policy PolicyDefaults
+	// Access is each platform's access rule, by SessionKey.Platform; a
+	// platform without one (the terminal) is open.
+	Access map[string]Access
+	// Admins reports whether a user is one of the bot's admins.
+	Admins          func(platform, userID string) bool
+	Budgets         Budgets
+	ApprovalTimeout time.Duration // default 5m
+	PairingTTL      time.Duration // how long a pairing code is valid; default 1h
+	WorkspaceDir    string        // one sub-directory per channel
+	Workspace       []tools.WorkspaceOption
+	Platforms       map[string]Platform // by SessionKey.Platform
+	Workers         int                 // sessions run in parallel; default 8
+	LeaseTTL        time.Duration       // default 60s, renewed every third of it
+	Grace           time.Duration       // how long shutdown waits for running turns; default 10s
 	// ContextTokens is the history budget sent to the model (estimated);
 	// older whole turns are left out. 0 means no limit.
 	ContextTokens int
@@ -68,6 +76,15 @@ type Dispatcher struct {
 	closing  bool
 	idle     chan struct{}              // closed (and replaced) when a session goes idle
 	retries  map[SessionKey]*time.Timer // sessions to look at again later
+
+	// Workers: nworkers run, parked of them wait for a person (an
+	// approval); while parked, another worker takes their place.
+	workers  sync.WaitGroup
+	workCtx  context.Context
+	nworkers int
+	parked   int
+	// approvals waiting in this process, by ID: Decide wakes them.
+	approvals map[string]chan struct{}
 
 	replies sync.WaitGroup // command replies in flight; Add only under mu while !closing
 }
@@ -99,12 +116,18 @@ func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
 	if cfg.MaxInputBytes <= 0 {
 		cfg.MaxInputBytes = 64 << 10
 	}
+	if cfg.ApprovalTimeout <= 0 {
+		cfg.ApprovalTimeout = 5 * time.Minute
+	}
+	if cfg.PairingTTL <= 0 {
+		cfg.PairingTTL = time.Hour
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Dispatcher{cfg: cfg, owner: newOwnerID(), log: log, sessions: map[SessionKey]*session{},
-		idle: make(chan struct{}), retries: map[SessionKey]*time.Timer{}}
+		idle: make(chan struct{}), retries: map[SessionKey]*time.Timer{}, approvals: map[string]chan struct{}{}}
 	d.cond = sync.NewCond(&d.mu)
 	return d
 }
@@ -142,8 +165,22 @@ func (d *Dispatcher) Submit(ctx context.Context, in Inbound) error {
 		}
 		in.Addressed = true
 	}
-	if cmd, ok := ParseCommand(in.Text); ok && len(in.Files) == 0 {
-		return d.command(ctx, cmd, in)
+	if ok, err := d.admit(ctx, in); err != nil || !ok {
+		if err != nil {
+			return fmt.Errorf("check access: %w", err)
+		}
+		return nil // told once; nothing of theirs is kept
+	}
+	if over, err := d.overRate(ctx, in); err != nil || over {
+		if err != nil {
+			return fmt.Errorf("count messages: %w", err)
+		}
+		return nil
+	}
+	if len(in.Files) == 0 {
+		if cmd, args, ok := ParseCommand(in.Text); ok {
+			return d.command(ctx, cmd, args, in)
+		}
 	}
 	added, err := d.cfg.Store.Enqueue(ctx, in)
 	if err != nil {
@@ -203,10 +240,13 @@ func (d *Dispatcher) WaitIdle(ctx context.Context, key SessionKey) error {
 func (d *Dispatcher) Run(ctx context.Context) error {
 	turnCtx, cancelTurns := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelTurns(nil)
-	var workers sync.WaitGroup
+	d.mu.Lock()
+	d.workCtx = turnCtx
 	for range d.cfg.Workers {
-		workers.Go(func() { d.work(turnCtx) })
+		d.nworkers++
+		d.workers.Go(func() { d.work(turnCtx) })
 	}
+	d.mu.Unlock()
 	if waiting, err := d.cfg.Store.Waiting(ctx); err != nil {
 		d.log.Error("list sessions with waiting messages", "err", err)
 	} else {
@@ -228,7 +268,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.mu.Unlock()
 
 	done := make(chan struct{})
-	go func() { workers.Wait(); close(done) }()
+	go func() { d.workers.Wait(); close(done) }()
 	timer := time.NewTimer(d.cfg.Grace)
 	defer timer.Stop()
 	select {
@@ -284,13 +324,34 @@ func (d *Dispatcher) retryLater(key SessionKey, delay time.Duration) {
 	})
 }
 
+// park tells the dispatcher that this turn's worker waits for a person; a
+// new worker takes its place so the others' turns do not wait.
+func (d *Dispatcher) park() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.parked++
+	if d.nworkers-d.parked < d.cfg.Workers && !d.closing && d.workCtx != nil {
+		d.nworkers++
+		d.workers.Go(func() { d.work(d.workCtx) })
+	}
+}
+
+// unpark ends a park; a worker too many ends once it is idle.
+func (d *Dispatcher) unpark() {
+	d.mu.Lock()
+	d.parked--
+	d.cond.Broadcast()
+	d.mu.Unlock()
+}
+
 func (d *Dispatcher) work(ctx context.Context) {
 	for {
 		d.mu.Lock()
-		for len(d.queue) == 0 && !d.closing {
+		for len(d.queue) == 0 && !d.closing && d.nworkers-d.parked <= d.cfg.Workers {
 			d.cond.Wait()
 		}
-		if d.closing {
+		if d.closing || d.nworkers-d.parked > d.cfg.Workers {
+			d.nworkers--
 			d.mu.Unlock()
 			return
 		}
@@ -428,9 +489,20 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	if len(claim.History) == 0 && key.Thread != "" {
 		input.Content = d.withThreadContext(turnCtx, key, trigger, input.Content, log)
 	}
+	var pol *Policy
+	if err == nil {
+		// Read at every turn: an admin's change applies from the next one,
+		// on every replica.
+		if pol, err = d.policy(turnCtx, key); err != nil && turnCtx.Err() != nil {
+			err = context.Cause(turnCtx) // stopped before it began
+		}
+	}
 	if err == nil {
 		history := TrimHistory(RepairHistory(claim.History), d.cfg.ContextTokens)
-		out, err = d.cfg.Loop.Run(turnCtx, &Turn{Key: key, History: history, Input: input, Tools: d.cfg.Tools, Mode: d.cfg.Mode, Workspace: ws, Thread: th})
+		before, after := d.budgetHooks(key, trigger.User, log)
+		out, err = d.cfg.Loop.Run(turnCtx, &Turn{Key: key, History: history, Input: input, Tools: d.cfg.Tools, Mode: pol.Mode,
+			Workspace: ws, Thread: th, Approve: d.approver(key, th, trigger.User, log),
+			BeforeModel: before, AfterModel: after, ToolDone: d.toolAudit(key, trigger.User)})
 	} else {
 		out = &Outcome{Messages: []Message{input}}
 	}

@@ -37,11 +37,26 @@ type ToolFinished struct {
 }
 
 // ApprovalNeeded asks the thread to let a person decide on a tool call.
-// Threads that cannot ask implement no [Approver]; the call is then denied.
+// With an ID, the decision is a durable record: the thread shows the
+// question with buttons whose clicks reach [Submitter.Decide] (on any
+// replica), and [ApprovalDecided] follows. Without one, the thread must be
+// an [Approver] (the terminal) and decides itself.
 type ApprovalNeeded struct {
-	CallID string
-	Name   string
-	Args   json.RawMessage
+	CallID    string
+	Name      string
+	Args      json.RawMessage
+	ID        string    // the approval's ID, for its buttons
+	Requester User      // whose message started the turn
+	Deadline  time.Time // no decision by then is a denial
+}
+
+// ApprovalDecided ends an approval: the thread shows the outcome where it
+// asked.
+type ApprovalDecided struct {
+	ID       string
+	CallID   string
+	Name     string
+	Approval Approval // its final state, who decided and when
 }
 
 // Answer is the turn's final text, with workspace files to attach.
@@ -68,14 +83,20 @@ type Failed struct {
 }
 
 // Notice is a reply that is not a model answer: a command's output, a
-// short status line. It does not end a turn.
-type Notice struct{ Text string }
+// short status line. It does not end a turn. Policy, when set, is a
+// channel's policy the thread may show as a screen with buttons for
+// admins (the text says the same in words).
+type Notice struct {
+	Text   string
+	Policy *PolicyView
+}
 
-func (TurnStarted) isEvent()    {}
-func (TextDelta) isEvent()      {}
-func (ToolStarted) isEvent()    {}
-func (ToolFinished) isEvent()   {}
-func (ApprovalNeeded) isEvent() {}
-func (Answer) isEvent()         {}
-func (Failed) isEvent()         {}
-func (Notice) isEvent()         {}
+func (TurnStarted) isEvent()     {}
+func (TextDelta) isEvent()       {}
+func (ToolStarted) isEvent()     {}
+func (ToolFinished) isEvent()    {}
+func (ApprovalNeeded) isEvent()  {}
+func (ApprovalDecided) isEvent() {}
+func (Answer) isEvent()          {}
+func (Failed) isEvent()          {}
+func (Notice) isEvent()          {}

@@ -5,11 +5,12 @@ import (
 	"slices"
 )
 
-// AddCommandForTest adds a command to the registry (the registry's own are
-// not admin-only yet) until restore is called.
+// AddCommandForTest adds a command to the registry until restore is called.
 func AddCommandForTest(c Command, run func(ctx context.Context, in Inbound) (string, error)) (restore func()) {
 	saved := commands
-	c.run = func(ctx context.Context, _ *Dispatcher, in Inbound) (string, error) { return run(ctx, in) }
+	c.run = func(ctx context.Context, _ *Dispatcher, in Inbound, _ string) (Notice, error) {
+		return text(run(ctx, in))
+	}
 	commands = append(slices.Clone(commands), c)
 	return func() { commands = saved }
 }

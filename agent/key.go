@@ -106,9 +106,12 @@ func escapeKeyPart(b *strings.Builder, s string) {
 
 // User is the author of an incoming message.
 type User struct {
-	ID    string `json:"id"`
-	Name  string `json:"name,omitempty"`
-	Admin bool   `json:"admin,omitempty"` // platform admin, if the adapter knows
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+	// External marks a person from another organisation than the one the
+	// bot is installed in (a Slack shared channel): an open bot refuses
+	// them unless they or the channel are allowed.
+	External bool `json:"external,omitempty"`
 }
 
 // File is a file that came with a message. The platform's [Downloader]
@@ -132,6 +135,13 @@ type Inbound struct {
 	Text      string     `json:"text"` // the bot's mention removed
 	Files     []File     `json:"files,omitempty"`
 	Addressed bool       `json:"addressed,omitempty"` // DM, mention, reply to the bot
+	// Private marks a conversation between the bot and this one person (a
+	// Slack DM, a Telegram private chat): access pairs the person, not the
+	// chat.
+	Private bool `json:"private,omitempty"`
+	// ChatName is the chat's title where the platform gives one, for
+	// admins deciding on access.
+	ChatName string `json:"chat_name,omitempty"`
 	// FollowUp marks a reply inside a thread without a mention: it is for
 	// the bot if the bot already takes part in that session (the
 	// dispatcher checks the store).

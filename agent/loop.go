@@ -38,8 +38,21 @@ type Turn struct {
 	Workspace *tools.Workspace
 	Thread    Thread
 	// Mode, if set, gives the channel's policy for a tool. Denied tools are
-	// not offered to the model; ask needs the thread to be an Approver.
+	// not offered to the model; ask needs Approve or the thread to be an
+	// Approver.
 	Mode func(tool string) ToolMode
+	// Approve, if set, asks a person about a call in ask mode and waits;
+	// it reports whether the call may run, and if not why (for the model).
+	// Without it the thread must be an [Approver].
+	Approve func(ctx context.Context, req ApprovalNeeded) (ok bool, why string)
+	// BeforeModel, if set, runs before each model call; an error ends the
+	// turn with it (a budget spent).
+	BeforeModel func(ctx context.Context) error
+	// AfterModel, if set, is told each model call's usage.
+	AfterModel func(ctx context.Context, u Usage)
+	// ToolDone, if set, is told each tool call's outcome ("ok", "error",
+	// "denied"), its arguments as shown to people, and how long it ran.
+	ToolDone func(ctx context.Context, call ToolCall, shownArgs string, outcome string, took time.Duration)
 }
 
 // Outcome is what a turn produced. Messages (the input, then every
@@ -97,12 +110,20 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 				"[You have used all %d steps of this turn. Do not call tools. Answer now with what you have, and say what is left to do.]", maxSteps)})
 		}
 		req.Messages = msgs
+		if t.BeforeModel != nil {
+			if err := t.BeforeModel(ctx); err != nil {
+				return out, err
+			}
+		}
 		resp, err := l.Model.Complete(ctx, req)
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				err = context.Cause(ctx)
 			}
 			return out, err
+		}
+		if t.AfterModel != nil {
+			t.AfterModel(ctx, resp.Usage)
 		}
 		out.Steps++
 		out.Usage.PromptTokens += resp.Usage.PromptTokens
@@ -143,31 +164,38 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 func (l *Loop) callTool(ctx context.Context, t *Turn, set *tools.Set, call ToolCall, out *Outcome) Message {
 	out.ToolCalls++
 	msg := Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name}
-	fail := func(text string) Message {
+	var shownArgs json.RawMessage
+	done := func(outcome string, took time.Duration) {
+		if t.ToolDone != nil {
+			t.ToolDone(ctx, call, string(shownArgs), outcome, took)
+		}
+	}
+	fail := func(outcome, text string) Message {
 		msg.Content = "error: " + text
 		emit(ctx, t.Thread, ToolFinished{CallID: call.ID, Name: call.Name, Summary: text, Failed: true}, l.Logger)
+		done(outcome, 0)
 		return msg
 	}
 	if set == nil {
-		return fail("no tools are available here")
+		return fail("error", "no tools are available here")
 	}
+	// Shown to people: scrub secrets the model may have repeated.
+	shownArgs = json.RawMessage(set.Redact(string(call.Args)))
 	mode := ToolAllow
 	if t.Mode != nil {
 		mode = t.Mode(call.Name)
 	}
 	if mode == ToolDeny {
-		return fail(fmt.Sprintf("%s is not allowed in this channel; do not retry it (an admin can change the channel's tool policy)", call.Name))
+		return fail("denied", fmt.Sprintf("%s is not allowed in this channel; do not retry it (an admin can change the channel's tool policy)", call.Name))
 	}
-	// Shown to people: scrub secrets the model may have repeated.
-	shownArgs := json.RawMessage(set.Redact(string(call.Args)))
 	if mode == ToolAsk {
 		// Ask only about calls that could run: a malformed call fails here
 		// with the same message Call would give.
 		if err := set.Check(call.Name, call.Args); err != nil {
-			return fail(set.Redact(err.Error()))
+			return fail("error", set.Redact(err.Error()))
 		}
 		if ok, why := l.approve(ctx, t, ApprovalNeeded{CallID: call.ID, Name: call.Name, Args: shownArgs}); !ok {
-			return fail(why)
+			return fail("denied", why)
 		}
 	}
 	emit(ctx, t.Thread, ToolStarted{CallID: call.ID, Name: call.Name, Args: shownArgs}, l.Logger)
@@ -179,6 +207,11 @@ func (l *Loop) callTool(ctx context.Context, t *Turn, set *tools.Set, call ToolC
 			slog.String("tool", call.Name), slog.String("err", set.Redact(err.Error())))
 	}
 	emit(ctx, t.Thread, ToolFinished{CallID: call.ID, Name: call.Name, Summary: res.Summary, Failed: err != nil, Duration: took}, l.Logger)
+	if err != nil {
+		done("error", took)
+	} else {
+		done("ok", took)
+	}
 	out.Files = append(out.Files, res.Files...)
 	msg.Content = res.Text
 	if msg.Content == "" {
@@ -188,6 +221,9 @@ func (l *Loop) callTool(ctx context.Context, t *Turn, set *tools.Set, call ToolC
 }
 
 func (l *Loop) approve(ctx context.Context, t *Turn, req ApprovalNeeded) (bool, string) {
+	if _, ok := t.Thread.(Approver); !ok && t.Approve != nil {
+		return t.Approve(ctx, req)
+	}
 	ap, ok := t.Thread.(Approver)
 	if !ok {
 		return false, fmt.Sprintf("%s needs approval in this channel, and this thread cannot ask for it", req.Name)

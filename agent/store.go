@@ -15,6 +15,8 @@ import (
 // order), a lease (who runs its turn now), and a history (whole turns, oldest
 // first). Only the lease holder removes mailbox entries or appends history.
 type Store interface {
+	GovernStore
+
 	// Enqueue appends in to its session's mailbox unless a message with the
 	// same ID was enqueued in the same chat within the dedup window. It
 	// reports whether the message was new. When it returns nil the message
@@ -90,8 +92,10 @@ type Claim struct {
 // ChannelSettings are a channel's stored overrides of the configured
 // defaults. Version increments on every write.
 type ChannelSettings struct {
-	Version int64               `json:"version"`
-	Tools   map[string]ToolMode `json:"tools,omitempty"`
+	Version int64 `json:"version"`
+	// Tools holds the channel's policy rules by rule name: a tool, a
+	// group ("group:exec") or "default" (see [Policy]).
+	Tools map[string]Rule `json:"tools,omitempty"`
 }
 
 // ToolMode is a channel's policy for one tool.

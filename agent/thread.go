@@ -26,11 +26,27 @@ type Approver interface {
 	Approve(ctx context.Context, req ApprovalNeeded) (bool, error)
 }
 
-// Submitter is what an adapter hands incoming messages to: the
+// Submitter is what an adapter hands incoming messages and clicks to: the
 // [Dispatcher]. Submit returns once the message is durable; then the
 // adapter may acknowledge the platform.
 type Submitter interface {
 	Submit(ctx context.Context, in Inbound) error
+	// Decide records a person's click on an approval; see [Decision].
+	Decide(ctx context.Context, d Decision) (Decided, error)
+	// Policy describes a channel's tool policy to user (a Slack modal, a
+	// Telegram keyboard); Editable says whether user may change it.
+	Policy(ctx context.Context, chat SessionKey, user User) (PolicyView, error)
+	// SetPolicy changes a channel's policy for user: ErrNotAdmin if user
+	// may not, ErrVersionConflict if another change came first.
+	SetPolicy(ctx context.Context, chat SessionKey, user User, change PolicyChange) (PolicyView, error)
+}
+
+// AdminChecker is implemented by platforms that know their own admins
+// (Slack workspace admins and owners, Telegram chat administrators), when
+// the operator lets those count as the bot's admins in their chats. It may
+// cache its answers briefly.
+type AdminChecker interface {
+	IsAdmin(ctx context.Context, chat SessionKey, userID string) (bool, error)
 }
 
 // Platform opens threads for one platform's sessions. The dispatcher asks

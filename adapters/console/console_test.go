@@ -259,7 +259,7 @@ func askDispatcher(t *testing.T, c *Console) *agent.Dispatcher {
 		return tools.Result{Text: "ran", Summary: "ran"}, nil
 	})})
 	d := agent.NewDispatcher(agent.DispatcherConfig{Store: st, Loop: &agent.Loop{Model: askModel{}}, WorkspaceDir: dir, Tools: set,
-		Mode: func(string) agent.ToolMode { return agent.ToolAsk }, Platforms: map[string]agent.Platform{Key.Platform: c}})
+		Policy: agent.PolicyDefaults{Default: agent.ToolAsk}, Platforms: map[string]agent.Platform{Key.Platform: c}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
@@ -314,7 +314,7 @@ func TestCommandListIsTheRegistry(t *testing.T) {
 			t.Errorf("%q lacks /%s", list, c.Name)
 		}
 	}
-	if list != "/help, /status, /stop, /reset" {
+	if list != "/help, /status, /stop, /reset, /tools, /why, /usage, /pair" {
 		t.Errorf("command list %q", list)
 	}
 }

@@ -28,11 +28,82 @@ func newAdapter(t *testing.T, srv *fakeslack.Server, mode adapters.Mode) *Adapte
 	return a
 }
 
-// submitter records what the adapter submits.
+// submitter records what the adapter submits, decides and changes: a
+// small dispatcher. Its policy view is fixed (see policyView); admins may
+// change it, at its current version.
 type submitter struct {
-	mu  sync.Mutex
-	got []agent.Inbound
-	err error
+	mu        sync.Mutex
+	got       []agent.Inbound
+	err       error
+	decisions []agent.Decision
+	changes   []policyCall
+	admins    map[string]bool // user IDs
+	version   int64
+}
+
+// policyCall is one SetPolicy call.
+type policyCall struct {
+	Chat   agent.SessionKey
+	User   agent.User
+	Change agent.PolicyChange
+}
+
+func (s *submitter) Decide(_ context.Context, d agent.Decision) (agent.Decided, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.decisions = append(s.decisions, d)
+	verb := "Denied"
+	if d.Approve {
+		verb = "Approved"
+	}
+	return agent.Decided{Applied: true, Notice: verb + " <!channel>."}, nil
+}
+
+func (s *submitter) Policy(_ context.Context, chat agent.SessionKey, u agent.User) (agent.PolicyView, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return policyView(chat, s.version, s.admins[u.ID]), nil
+}
+
+func (s *submitter) SetPolicy(_ context.Context, chat agent.SessionKey, u agent.User, change agent.PolicyChange) (agent.PolicyView, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.changes = append(s.changes, policyCall{chat, u, change})
+	switch {
+	case !s.admins[u.ID]:
+		return agent.PolicyView{}, agent.ErrNotAdmin
+	case change.Version >= 0 && change.Version != s.version:
+		return agent.PolicyView{}, agent.ErrVersionConflict
+	}
+	s.version++
+	return policyView(chat, s.version, true), nil
+}
+
+func (s *submitter) decided() []agent.Decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]agent.Decision(nil), s.decisions...)
+}
+
+func (s *submitter) policyCalls() []policyCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]policyCall(nil), s.changes...)
+}
+
+// policyView: read is as the default (allow); exec is ask by a channel
+// rule, shell deny by its own; mytool has no group.
+func policyView(chat agent.SessionKey, version int64, editable bool) agent.PolicyView {
+	def := agent.Reason{Mode: agent.ToolAllow, Rule: agent.DefaultRule, Layer: "config"}
+	exec := agent.Reason{Mode: agent.ToolAsk, Rule: agent.GroupRule(agent.GroupExec), Layer: "channel"}
+	return agent.PolicyView{Channel: chat.Channel(), Version: version, Editable: editable, Default: def, Groups: []agent.GroupView{
+		{Name: agent.GroupRead, Tools: []agent.ToolView{{Name: "ls", Reason: def}, {Name: "read", Reason: def}}},
+		{Name: agent.GroupExec, Rule: &exec, Tools: []agent.ToolView{
+			{Name: "shell", Reason: agent.Reason{Mode: agent.ToolDeny, Rule: "shell", Layer: "channel"}},
+			{Name: "start", Reason: exec},
+		}},
+		{Name: "other", Tools: []agent.ToolView{{Name: "mytool", Reason: def}}},
+	}}
 }
 
 func (s *submitter) Submit(_ context.Context, in agent.Inbound) error {
@@ -277,7 +348,11 @@ func TestManifestMatchesAdapter(t *testing.T) {
 			Events struct {
 				Bot []string `yaml:"bot_events"`
 			} `yaml:"event_subscriptions"`
-			SocketMode bool `yaml:"socket_mode_enabled"`
+			SocketMode    bool `yaml:"socket_mode_enabled"`
+			Interactivity struct {
+				Enabled    bool   `yaml:"is_enabled"`
+				RequestURL string `yaml:"request_url"`
+			} `yaml:"interactivity"`
 		} `yaml:"settings"`
 		Features struct {
 			Commands []struct {
@@ -305,6 +380,14 @@ func TestManifestMatchesAdapter(t *testing.T) {
 	has(m.Settings.Events.Bot, "app_mention", "message.im", "message.channels", "message.groups")
 	if !m.Settings.SocketMode || len(m.Features.Commands) != 1 || m.Features.Commands[0].Command != "/firstmate" {
 		t.Errorf("manifest settings %+v commands %+v", m.Settings, m.Features.Commands)
+	}
+	// Buttons and the tools modal: interactivity on; over HTTP it posts
+	// to the route the adapter serves.
+	if !m.Settings.Interactivity.Enabled {
+		t.Error("manifest: interactivity is off; approval buttons and the tools modal need it")
+	}
+	if u := m.Settings.Interactivity.RequestURL; u != "" && !strings.HasSuffix(u, "/slack/interactivity") {
+		t.Errorf("manifest: interactivity.request_url %q is not the adapter's /slack/interactivity", u)
 	}
 	// The slash command offers what the command registry has.
 	if len(m.Features.Commands) == 1 && m.Features.Commands[0].UsageHint != UsageHint() {

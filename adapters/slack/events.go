@@ -45,7 +45,9 @@ func (n *normalizer) inbound(teamID string, inner any) (agent.Inbound, bool) {
 		if thread == "" {
 			thread = ev.TimeStamp // a mention in a channel starts a thread
 		}
-		return n.message(teamID, ev.Channel, thread, ev.TimeStamp, ev.User, ev.Text, ev.Files, true, false), true
+		in := n.message(teamID, ev.Channel, thread, ev.TimeStamp, ev.User, ev.Text, ev.Files, true, false)
+		in.User.External = n.external(teamID, ev.UserTeam, ev.SourceTeam)
+		return in, true
 	case *slackevents.MessageEvent:
 		switch ev.SubType {
 		case "", "file_share", "thread_broadcast":
@@ -56,23 +58,45 @@ func (n *normalizer) inbound(teamID string, inner any) (agent.Inbound, bool) {
 			return agent.Inbound{}, false
 		}
 		var files []slack.File
+		var msgTeam string
 		if ev.Message != nil {
-			files = ev.Message.Files
+			files, msgTeam = ev.Message.Files, ev.Message.Team
 		}
-		if ev.ChannelType == "im" {
+		var in agent.Inbound
+		switch {
+		case ev.ChannelType == "im":
 			// A flat DM is one session; a thread in a DM is its own.
-			return n.message(teamID, ev.Channel, ev.ThreadTimeStamp, ev.TimeStamp, ev.User, ev.Text, files, true, false), true
-		}
-		if n.mentionsMe(ev.Text) {
+			in = n.message(teamID, ev.Channel, ev.ThreadTimeStamp, ev.TimeStamp, ev.User, ev.Text, files, true, false)
+			in.Private = true
+		case n.mentionsMe(ev.Text):
 			return agent.Inbound{}, false // the app_mention event carries it
-		}
-		if ev.ThreadTimeStamp == "" || ev.ThreadTimeStamp == ev.TimeStamp {
+		case ev.ThreadTimeStamp == "" || ev.ThreadTimeStamp == ev.TimeStamp:
 			return agent.Inbound{}, false // channel talk, not for the bot
+		default:
+			// A reply in a thread: for the bot if it takes part in the thread.
+			in = n.message(teamID, ev.Channel, ev.ThreadTimeStamp, ev.TimeStamp, ev.User, ev.Text, files, false, true)
 		}
-		// A reply in a thread: for the bot if it takes part in the thread.
-		return n.message(teamID, ev.Channel, ev.ThreadTimeStamp, ev.TimeStamp, ev.User, ev.Text, files, false, true), true
+		in.User.External = n.external(teamID, ev.UserTeam, msgTeam, ev.SourceTeam)
+		return in, true
 	}
 	return agent.Inbound{}, false
+}
+
+// external reports whether a message's author belongs to another
+// organisation than the workspace the bot is installed in: in a Slack
+// Connect channel or DM, their message names their own team (user_team,
+// or the message's team, or source_team, whichever Slack sent first).
+// A team that is neither the installing one nor the event's is foreign;
+// on an Enterprise Grid, a sibling workspace of the same organisation is
+// foreign too, which errs on the side of asking (the access rules decide
+// what an external person may do).
+func (n *normalizer) external(eventTeam string, authorTeams ...string) bool {
+	for _, t := range authorTeams {
+		if t != "" {
+			return t != n.me.TeamID && t != eventTeam
+		}
+	}
+	return false
 }
 
 func (n *normalizer) fromPerson(user, botID string) bool {

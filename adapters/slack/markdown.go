@@ -2,7 +2,10 @@
 //
 // markdown.go turns the model's Markdown into Slack's mrkdwn through a real
 // Markdown parser (goldmark); mention.go keeps text from the model and from
-// tools from pinging people.
+// tools from pinging people. surface.go shows a turn (with Block Kit
+// buttons for approvals and the policy screen), interact.go takes the
+// clicks and modal submissions of both transports, modal.go is the tools
+// modal, admin.go says who is a workspace admin.
 package slack
 
 import (

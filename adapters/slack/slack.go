@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,8 +32,11 @@ type Config struct {
 	Progress      adapters.Mode
 	AllowBots     bool  // answer messages from other bots
 	MaxFileBytes  int64 // files shared with a message; default 20 MiB
-	HTTPClient    *http.Client
-	Logger        *slog.Logger
+	// WorkspaceAdmins makes the workspace's admins and owners the bot's
+	// admins in its channels (see IsAdmin).
+	WorkspaceAdmins bool
+	HTTPClient      *http.Client
+	Logger          *slog.Logger
 }
 
 // Adapter connects one Slack workspace to the dispatcher. It is the
@@ -49,6 +53,7 @@ type Adapter struct {
 	edits  *adapters.Bucket  // chat.update, across the workspace
 	users  sync.Map          // user ID → display name, for attributing messages
 	lookup chan string       // user IDs to look up, for Run's resolver
+	admins adminCache        // users.info answers for IsAdmin
 }
 
 // New connects to the Web API (auth.test gives the bot's own IDs).
@@ -114,9 +119,7 @@ func (a *Adapter) Routes(mux *http.ServeMux, d agent.Submitter) {
 	}
 	mux.Handle("POST /slack/events", a.verified(a.eventsHandler(d)))
 	mux.Handle("POST /slack/commands", a.verified(a.commandsHandler(d)))
-	mux.Handle("POST /slack/interactivity", a.verified(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusOK) // buttons arrive with tool approvals
-	})))
+	mux.Handle("POST /slack/interactivity", a.verified(a.interactivityHandler(d)))
 }
 
 // Run receives Socket Mode events until ctx ends, when an app token is
@@ -136,6 +139,18 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 	// The client reconnects on its own; it returns on ctx or a fatal error
 	// (bad app token).
 	wg.Go(func() { runErr <- sm.RunContext(ctx) })
+	// What follows an ack (opening a modal, telling a person what their
+	// click did) runs beside the event loop, and Run waits for it.
+	after := func(f func(context.Context)) {
+		if f == nil {
+			return
+		}
+		wg.Go(func() {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), followUpTimeout)
+			defer cancel()
+			f(fctx)
+		})
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -146,16 +161,20 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 			}
 			return fmt.Errorf("slack socket mode: %w", err)
 		case evt := <-sm.Events:
-			a.onSocketEvent(ctx, sm, d, evt)
+			a.onSocketEvent(ctx, sm, d, evt, after)
 		}
 	}
 }
 
+// followUpTimeout bounds the Web API calls that follow an ack.
+const followUpTimeout = 30 * time.Second
+
 // onSocketEvent handles one Socket Mode event. Events are acked only after
 // Submit returned, so a message Slack got no ack for is sent again; agent
 // work never runs here (Submit only records the message), so the ack and
-// the socket's pings are never held up by a turn.
-func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, d agent.Submitter, evt socketmode.Event) {
+// the socket's pings are never held up by a turn. after runs what follows
+// an ack in the background.
+func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, d agent.Submitter, evt socketmode.Event, after func(func(context.Context))) {
 	switch evt.Type {
 	case socketmode.EventTypeEventsAPI:
 		api, ok := evt.Data.(slackevents.EventsAPIEvent)
@@ -172,15 +191,43 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, d ag
 		if !ok || evt.Request == nil {
 			return
 		}
-		reply, err := a.submitCommand(ctx, d, cmd)
+		reply, then, err := a.submitCommand(ctx, d, cmd)
 		if err != nil {
 			a.log.Error("slash command not recorded", "err", err)
 			return
 		}
 		a.ack(ctx, sm, evt.Request, reply)
+		after(then)
 	case socketmode.EventTypeInteractive:
-		if evt.Request != nil {
-			a.ack(ctx, sm, evt.Request, nil)
+		if evt.Request == nil {
+			return
+		}
+		// Acked whatever the payload: Slack shows the person an error for
+		// an interaction without one, and never sends it again.
+		var reply any
+		var then func(context.Context)
+		if cb, ok := evt.Data.(slack.InteractionCallback); ok {
+			reply, then = a.interaction(ctx, d, cb)
+		} else {
+			a.log.Debug("slack interaction that slack-go could not read", "payload", truncateRunes(string(evt.Request.Payload), 200))
+		}
+		a.ack(ctx, sm, evt.Request, reply)
+		after(then)
+	case socketmode.EventTypeErrorBadMessage:
+		// An envelope slack-go could not read (a payload that is not an
+		// interaction, an event it does not know). It never will: ack it,
+		// or Slack sends it again.
+		bad, _ := evt.Data.(*socketmode.ErrorBadMessage)
+		if bad == nil {
+			return
+		}
+		var env struct {
+			EnvelopeID string `json:"envelope_id"`
+		}
+		_ = json.Unmarshal(bad.Message, &env)
+		a.log.Debug("slack socket mode envelope not understood", "err", bad.Cause, "envelope", env.EnvelopeID)
+		if env.EnvelopeID != "" {
+			a.ack(ctx, sm, &socketmode.Request{EnvelopeID: env.EnvelopeID}, nil)
 		}
 	case socketmode.EventTypeConnecting:
 		a.log.Debug("slack socket mode connecting")
@@ -217,33 +264,60 @@ func (a *Adapter) submitEvent(ctx context.Context, d agent.Submitter, ev slackev
 	return d.Submit(ctx, in)
 }
 
-// submitCommand turns /firstmate <command> into the chat command; the
-// reply is ephemeral (see Thread). Unknown text gets help at once.
-func (a *Adapter) submitCommand(ctx context.Context, d agent.Submitter, cmd slack.SlashCommand) (any, error) {
-	c, ok := agent.ParseCommand(cmd.Text)
+// submitCommand turns /firstmate <command> into the chat command, whose
+// reply is ephemeral (see Thread): the whole text, so a command's arguments
+// go with it. It returns the ack's payload and what to do after the ack:
+// "tools" alone opens the tools modal, which must not hold up the ack.
+// Unknown text gets usage at once.
+func (a *Adapter) submitCommand(ctx context.Context, d agent.Submitter, cmd slack.SlashCommand) (reply any, then func(context.Context), err error) {
+	text := strings.TrimSpace(cmd.Text)
+	c, args, ok := agent.ParseCommand(text)
+	if !ok {
+		// Typed after the slash command, a command's name is a command
+		// whatever follows ("/firstmate why is it off" is why, which says
+		// what is wrong with its argument).
+		if c, args, ok = agent.ParseCommand("/" + text); ok {
+			text = "/" + text
+		}
+	}
 	if !ok {
 		return map[string]string{"response_type": "ephemeral",
-			"text": "Usage: " + cmd.Command + " " + UsageHint() + ". To ask me something, mention me in a channel or send me a direct message."}, nil
+			"text": "Usage: " + cmd.Command + " " + UsageHint() + ". To ask me something, mention me in a channel or send me a direct message."}, nil, nil
 	}
-	word := c.Name
+	key := agent.SessionKey{Platform: Platform, Team: orDefault(cmd.TeamID, a.norm.me.TeamID), Chat: cmd.ChannelID}
+	user := agent.User{ID: cmd.UserID, Name: cmd.UserName}
+	if c.Name == "tools" && args == "" && cmd.TriggerID != "" {
+		return nil, func(ctx context.Context) { a.openTools(ctx, d, key, user, cmd.TriggerID) }, nil
+	}
 	in := agent.Inbound{
-		Key:       agent.SessionKey{Platform: Platform, Team: orDefault(cmd.TeamID, a.norm.me.TeamID), Chat: cmd.ChannelID},
+		Key:       key,
 		MessageID: "slash:" + cmd.TriggerID,
-		User:      agent.User{ID: cmd.UserID, Name: cmd.UserName},
-		Text:      word,
+		User:      user,
+		Text:      text,
 		Addressed: true,
+		Private:   strings.HasPrefix(cmd.ChannelID, "D"),
 		Time:      time.Now(),
 		ReplyTo:   ephemeralPrefix + cmd.UserID,
 	}
-	return nil, d.Submit(ctx, in)
+	switch cmd.ChannelName {
+	case "", "directmessage", "privategroup", "mpdm":
+	default:
+		in.ChatName = cmd.ChannelName
+	}
+	return nil, nil, d.Submit(ctx, in)
 }
 
 // UsageHint is the slash command's arguments, from the command registry:
-// "help | status | stop | reset". The app manifest carries the same.
+// "help | status | … | tools [exec=ask web=deny …] | why TOOL | …". The
+// app manifest carries the same.
 func UsageHint() string {
 	var names []string
 	for _, c := range agent.Commands() {
-		names = append(names, c.Name)
+		if c.Args != "" {
+			names = append(names, c.Name+" "+c.Args)
+		} else {
+			names = append(names, c.Name)
+		}
 	}
 	return strings.Join(names, " | ")
 }
@@ -311,18 +385,39 @@ func (a *Adapter) commandsHandler(d agent.Submitter) http.Handler {
 			http.Error(w, "bad command", http.StatusBadRequest)
 			return
 		}
-		reply, err := a.submitCommand(r.Context(), d, cmd)
+		reply, then, err := a.submitCommand(r.Context(), d, cmd)
 		if err != nil {
 			http.Error(w, "try again", http.StatusServiceUnavailable)
 			return
 		}
-		if reply == nil {
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(reply)
+		respond(w, r, reply, then)
 	})
+}
+
+// respond answers Slack at once (it waits three seconds at most), then
+// runs then, if any, in the handler: the server owns it and waits for it
+// on shutdown.
+func respond(w http.ResponseWriter, r *http.Request, reply any, then func(context.Context)) {
+	var body []byte
+	if reply != nil {
+		var err error
+		if body, err = json.Marshal(reply); err != nil {
+			body = nil
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
+	}
+	// With its length said, the answer is whole once flushed.
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	if then == nil {
+		return
+	}
+	_ = http.NewResponseController(w).Flush()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), followUpTimeout)
+	defer cancel()
+	then(ctx)
 }
 
 // userName returns a user's display name for attribution, from a cache

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
@@ -104,8 +106,19 @@ func (s *surface) Pace() adapters.Pace {
 
 // Format makes markdown-block parts of the model's Markdown (pings
 // neutralized, each with a mrkdwn fallback for notifications) and escaped
-// text of ours.
+// text of ours. Buttons go on the last part.
 func (s *surface) Format(t adapters.Text) []adapters.Part {
+	parts := s.format(t)
+	if len(t.Buttons) > 0 {
+		if len(parts) == 0 {
+			parts = []adapters.Part{{}}
+		}
+		parts[len(parts)-1].Buttons = t.Buttons
+	}
+	return parts
+}
+
+func (s *surface) format(t adapters.Text) []adapters.Part {
 	if !t.Markdown {
 		var parts []adapters.Part
 		for _, p := range adapters.Split(escapeText(t.Body), markdownLimit, adapters.Runes) {
@@ -128,17 +141,122 @@ func (s *surface) Format(t adapters.Text) []adapters.Part {
 // livePending marks a live answer that is still being written.
 const livePending = " …"
 
-func (s *surface) options(p adapters.Part) []slack.MsgOption {
-	if p.Markup == markupMarkdown {
-		return []slack.MsgOption{slack.MsgOptionBlocks(slack.NewMarkdownBlock("", p.Text)), slack.MsgOptionText(p.Fallback, false)}
+// ShowsButtons implements adapters.Asker: Block Kit buttons work in
+// channels, DMs, assistant threads and ephemeral replies alike.
+func (s *surface) ShowsButtons() bool { return true }
+
+// options are the message's content: the text alone, or blocks (a
+// markdown block, or our text in sections when it has buttons, then the
+// buttons) with the text as the fallback notifications show. An edit
+// always says its blocks: Slack keeps the earlier ones otherwise, and the
+// buttons of a decided question must go.
+func (s *surface) options(p adapters.Part, edit bool) []slack.MsgOption {
+	var blocks []slack.Block
+	switch {
+	case p.Markup == markupMarkdown:
+		blocks = append(blocks, slack.NewMarkdownBlock("", p.Text))
+	case len(p.Buttons) > 0:
+		blocks = append(blocks, sectionBlocks(p.Text)...)
 	}
-	return []slack.MsgOption{slack.MsgOptionText(p.Text, false)}
+	if len(p.Buttons) > 0 {
+		blocks = append(blocks, actionBlocks(p.Buttons, maxMessageBlocks-len(blocks))...)
+	}
+	if len(blocks) == 0 {
+		opts := []slack.MsgOption{slack.MsgOptionText(p.Text, false)}
+		if edit {
+			opts = append(opts, slack.MsgOptionBlocks()) // "blocks=[]"
+		}
+		return opts
+	}
+	fallback := p.Fallback
+	if fallback == "" {
+		fallback = p.Text
+	}
+	return []slack.MsgOption{slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(fallback, false)}
+}
+
+// Block Kit's limits on what we send.
+const (
+	maxMessageBlocks  = 50
+	maxSectionText    = 3000 // a section's text
+	maxActionElements = 25   // elements of one actions block
+	maxButtonLabel    = 75   // a button's text
+)
+
+// actionPrefix starts the action_id of our buttons: "fm_0", "fm_1"…
+const actionPrefix = "fm_"
+
+// sectionBlocks shows our own text (already mrkdwn) in sections.
+func sectionBlocks(text string) []slack.Block {
+	var out []slack.Block
+	for _, t := range adapters.Split(text, maxSectionText, adapters.Runes) {
+		if strings.TrimSpace(t) == "" {
+			continue
+		}
+		out = append(out, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, t, false, true), nil, nil))
+	}
+	return out
+}
+
+// actionBlocks makes one actions block per row of buttons, each button
+// with its own action_id and its Data as the value. Rows that would not
+// fit in room blocks are packed together, 25 buttons a block; what still
+// does not fit is left out.
+func actionBlocks(rows [][]adapters.Button, room int) []slack.Block {
+	if room <= 0 {
+		return nil
+	}
+	n := 0
+	var packed [][]slack.BlockElement
+	for _, row := range rows {
+		var elems []slack.BlockElement
+		for _, b := range row {
+			label := b.Label
+			if utf8.RuneCountInString(label) > maxButtonLabel {
+				label = truncateRunes(label, maxButtonLabel-1)
+			}
+			if label == "" {
+				label = "…"
+			}
+			btn := slack.NewButtonBlockElement(actionPrefix+strconv.Itoa(n), b.Data, slack.NewTextBlockObject(slack.PlainTextType, label, true, false))
+			switch b.Style {
+			case adapters.StylePrimary:
+				btn = btn.WithStyle(slack.StylePrimary)
+			case adapters.StyleDanger:
+				btn = btn.WithStyle(slack.StyleDanger)
+			}
+			elems = append(elems, btn)
+			n++
+		}
+		for len(elems) > 0 {
+			k := min(len(elems), maxActionElements)
+			packed = append(packed, elems[:k])
+			elems = elems[k:]
+		}
+	}
+	if len(packed) > room {
+		var flat []slack.BlockElement
+		for _, row := range packed {
+			flat = append(flat, row...)
+		}
+		packed = nil
+		for len(flat) > 0 && len(packed) < room {
+			k := min(len(flat), maxActionElements)
+			packed = append(packed, flat[:k])
+			flat = flat[k:]
+		}
+	}
+	out := make([]slack.Block, len(packed))
+	for i, elems := range packed {
+		out[i] = slack.NewActionBlock(actionPrefix+"row_"+strconv.Itoa(i), elems...)
+	}
+	return out
 }
 
 // Post sends one message into the thread (only to the user of a slash
 // command).
 func (s *surface) Post(ctx context.Context, p adapters.Part) (adapters.MessageID, error) {
-	opts := s.options(p)
+	opts := s.options(p, false)
 	if s.ephemeralUser != "" {
 		_, err := s.a.api.PostEphemeralContext(ctx, s.channel, s.ephemeralUser, opts...)
 		return "", wrapError(err)
@@ -155,7 +273,7 @@ func (s *surface) Edit(ctx context.Context, id adapters.MessageID, p adapters.Pa
 	if s.ephemeralUser != "" {
 		return adapters.ErrUnsupported
 	}
-	_, _, _, err := s.a.api.UpdateMessageContext(ctx, s.channel, string(id), s.options(p)...)
+	_, _, _, err := s.a.api.UpdateMessageContext(ctx, s.channel, string(id), s.options(p, true)...)
 	return wrapError(err)
 }
 

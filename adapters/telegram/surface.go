@@ -35,13 +35,19 @@ const (
 // faster than the chat allows and shrunk to a summary after the answer.
 // The answer replies to the question.
 func (a *Adapter) Thread(key agent.SessionKey, trigger agent.Inbound) agent.Thread {
-	chatID, _ := strconv.ParseInt(key.Chat, 10, 64)
 	replyTo, _ := strconv.ParseInt(trigger.ReplyTo, 10, 64)
-	s := &surface{a: a, chat: key.Chat, group: chatID < 0, topic: key.Thread, replyTo: replyTo}
+	s := a.surface(key, replyTo)
 	if !s.group && replyTo != 0 {
 		return a.render.Thread(privateSurface{s})
 	}
 	return a.render.Thread(s)
+}
+
+// surface is the surface of a chat (or forum topic), answering the
+// message replyTo (0 for none).
+func (a *Adapter) surface(key agent.SessionKey, replyTo int64) *surface {
+	chatID, _ := strconv.ParseInt(key.Chat, 10, 64)
+	return &surface{a: a, chat: key.Chat, group: chatID < 0, topic: key.Thread, replyTo: replyTo}
 }
 
 // surface is one Telegram chat, or a forum topic of one.
@@ -65,10 +71,23 @@ func (s *surface) Pace() adapters.Pace {
 	return adapters.Pace{Posts: buckets, Edits: buckets, EditEvery: every, LiveAfter: liveAfter, LiveAnswer: !s.group, TypingEvery: typingInterval}
 }
 
+// ShowsButtons implements adapters.Asker: an inline keyboard goes under a
+// message in every kind of chat (private, group, forum topic, channel).
+func (s *surface) ShowsButtons() bool { return true }
+
 // Format renders the model's Markdown to Bot API HTML in parts under the
 // limit (each with its visible text as the fallback); a partial answer is
 // plain text, the first message's worth; our own text is sent as it is.
+// The buttons go under the last part.
 func (s *surface) Format(t adapters.Text) []adapters.Part {
+	parts := s.format(t)
+	if len(t.Buttons) > 0 && len(parts) > 0 {
+		parts[len(parts)-1].Buttons = t.Buttons
+	}
+	return parts
+}
+
+func (s *surface) format(t adapters.Text) []adapters.Part {
 	switch {
 	case t.Partial:
 		text := PlainText(t.Body)
@@ -107,6 +126,9 @@ func (s *surface) Post(ctx context.Context, p adapters.Part) (adapters.MessageID
 	if p.Markup != "" {
 		params["parse_mode"] = p.Markup
 	}
+	if kb := keyboard(p.Buttons); kb != "" {
+		params["reply_markup"] = kb
+	}
 	if p.Reply && s.replyTo != 0 {
 		// reply_parameters (newer than the library) with
 		// allow_sending_without_reply: a deleted question must not lose
@@ -127,7 +149,9 @@ func (s *surface) Post(ctx context.Context, p adapters.Part) (adapters.MessageID
 	return adapters.MessageID(strconv.FormatInt(msg.MessageID, 10)), wrapError(err)
 }
 
-// Edit replaces a message's text; "message is not modified" is success.
+// Edit replaces a message's text and its buttons: an edit without
+// reply_markup removes the inline keyboard, so a decided question loses
+// its buttons. "message is not modified" is success.
 func (s *surface) Edit(ctx context.Context, id adapters.MessageID, p adapters.Part) error {
 	params := s.params()
 	delete(params, "message_thread_id")
@@ -135,6 +159,9 @@ func (s *surface) Edit(ctx context.Context, id adapters.MessageID, p adapters.Pa
 	params["text"] = p.Text
 	if p.Markup != "" {
 		params["parse_mode"] = p.Markup
+	}
+	if kb := keyboard(p.Buttons); kb != "" {
+		params["reply_markup"] = kb
 	}
 	err := s.a.call(ctx, "editMessageText", params, nil)
 	if p.Markup != "" && refusedMarkup(err) {
@@ -208,6 +235,55 @@ func (s privateSurface) Draft(ctx context.Context, t adapters.Text) error {
 	return wrapError(err)
 }
 
+// inlineButton is an InlineKeyboardButton of the Bot API that sends a
+// callback query.
+type inlineButton struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data"`
+	// Style colours the button ("primary", "danger"); a Bot API server
+	// older than the field ignores it.
+	Style string `json:"style,omitempty"`
+}
+
+// maxButtons is the most buttons Telegram takes in one inline keyboard
+// ("reply markup is too long").
+const maxButtons = 100
+
+// keyboard is the reply_markup of an inline keyboard with one row per row
+// of buttons, or "" when there are none. A keyboard Telegram would refuse
+// costs the whole message, so a button it would refuse (no label,
+// callback_data empty or over 64 bytes) is left out, and so are those
+// past the hundredth.
+func keyboard(rows [][]adapters.Button) string {
+	var kb [][]inlineButton
+	n := 0
+	for _, row := range rows {
+		var r []inlineButton
+		for _, b := range row {
+			if b.Label == "" || b.Data == "" || len(b.Data) > adapters.MaxButtonData || n == maxButtons {
+				continue
+			}
+			n++
+			ib := inlineButton{Text: b.Label, CallbackData: b.Data}
+			switch b.Style {
+			case adapters.StylePrimary:
+				ib.Style = "primary"
+			case adapters.StyleDanger:
+				ib.Style = "danger"
+			}
+			r = append(r, ib)
+		}
+		if len(r) > 0 {
+			kb = append(kb, r)
+		}
+	}
+	if len(kb) == 0 {
+		return ""
+	}
+	out, _ := json.Marshal(map[string]any{"inline_keyboard": kb})
+	return string(out)
+}
+
 // refusedMarkup reports whether Telegram could not parse the markup.
 func refusedMarkup(err error) bool {
 	e, ok := apiError(err)
@@ -229,3 +305,5 @@ func wrapError(err error) error {
 	}
 	return err
 }
+
+var _ adapters.Asker = (*surface)(nil)

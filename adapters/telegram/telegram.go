@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +33,9 @@ type Config struct {
 	PollTimeout   time.Duration
 	HTTPClient    *http.Client
 	Logger        *slog.Logger
+	// ChatAdmins makes a group's Telegram administrators (its creator and
+	// admins) the bot's admins in that group; see [Adapter.IsAdmin].
+	ChatAdmins bool
 }
 
 // The Bot API's own cap on getFile downloads.
@@ -56,6 +61,8 @@ type Adapter struct {
 	groups   *adapters.Buckets // messages per group
 	global   *adapters.Bucket  // messages in all
 	noDrafts atomic.Bool       // the server has no sendMessageDraft
+	admins   adminCache
+	channels sync.Map // chat IDs seen to be channels: no admins asked there
 }
 
 // New checks the token with getMe.
@@ -176,8 +183,15 @@ func apiError(err error) (*tgbotapi.Error, bool) {
 	return nil, false
 }
 
-// handle submits the message an update carries, if any.
+// handle submits the message an update carries, if any, or acts on the
+// click it carries.
 func (a *Adapter) handle(ctx context.Context, d agent.Submitter, u *update) error {
+	if q := u.CallbackQuery; q != nil {
+		return a.click(ctx, d, q)
+	}
+	if u.ChannelPost != nil {
+		a.channels.Store(u.ChannelPost.Chat.ID, true)
+	}
 	if ev := u.MyChatMember; ev != nil {
 		a.log.Info("telegram membership changed", "chat", ev.Chat.ID, "title", ev.Chat.Title, "status", ev.NewChatMember.Status, "by", ev.From.ID)
 		return nil
@@ -222,12 +236,27 @@ func (a *Adapter) setCommands(ctx context.Context) {
 	}
 }
 
-// commandMenu is the command registry as setMyCommands takes it: names,
-// and descriptions of at most 256 characters.
+// commandMenu is the command registry as setMyCommands takes it: names
+// of 1-32 characters of [a-z0-9_] (a name Telegram would refuse is left
+// out, or the whole menu would be refused), and descriptions of 1-256
+// characters that say what arguments a command takes.
 func commandMenu() []map[string]string {
 	var menu []map[string]string
 	for _, c := range agent.Commands() {
-		desc := strings.ToUpper(c.Summary[:1]) + c.Summary[1:]
+		if !menuName.MatchString(c.Name) {
+			continue
+		}
+		desc := c.Summary
+		if desc == "" {
+			desc = c.Name
+		}
+		desc = strings.ToUpper(desc[:1]) + desc[1:]
+		if c.Args != "" {
+			desc += ": /" + c.Name + " " + c.Args
+		}
+		if c.Who == agent.Admins {
+			desc += " (admins)"
+		}
 		if r := []rune(desc); len(r) > 256 {
 			desc = string(r[:255]) + "…"
 		}
@@ -235,6 +264,8 @@ func commandMenu() []map[string]string {
 	}
 	return menu
 }
+
+var menuName = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
 
 // poll is the long-polling loop. The offset moves past an update only
 // after Submit returned for it, so a crash in between means Telegram sends
@@ -286,6 +317,8 @@ func (a *Adapter) poll(ctx context.Context, d agent.Submitter) error {
 			var u update
 			if err := json.Unmarshal(raw, &u); err != nil {
 				a.log.Warn("telegram update not understood; skipped", "err", err)
+				a.answerUnreadable(ctx, raw)
+				offset = max(offset, updateID(raw)+1)
 				continue // it can never be read; do not get stuck on it
 			}
 			for {

@@ -1,7 +1,6 @@
 package telegram
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +21,20 @@ type update struct {
 	EditedMessage *message         `json:"edited_message,omitempty"`
 	ChannelPost   *message         `json:"channel_post,omitempty"`
 	MyChatMember  *chatMemberEvent `json:"my_chat_member,omitempty"`
-	CallbackQuery json.RawMessage  `json:"callback_query,omitempty"`
+	CallbackQuery *callbackQuery   `json:"callback_query,omitempty"`
+}
+
+// callbackQuery is a press of an inline keyboard button. Message is the
+// message the button is under; Telegram sends it with date 0 and nothing
+// but its chat and ID when the message is too old or gone (an
+// InaccessibleMessage), and leaves it out for a message sent by inline
+// mode (inline_message_id), which this bot never sends.
+type callbackQuery struct {
+	ID              string   `json:"id"`
+	From            user     `json:"from"`
+	Message         *message `json:"message,omitempty"`
+	InlineMessageID string   `json:"inline_message_id,omitempty"`
+	Data            string   `json:"data,omitempty"`
 }
 
 type message struct {
@@ -97,8 +109,10 @@ type normalizer struct {
 // inbound returns the message an update carries for the bot, and false
 // when there is none: edits (they do not start a second turn), messages
 // from bots, channel posts (unless enabled), service messages, and group
-// messages that neither mention the bot (by entity), reply to it, nor
-// address a /command to it.
+// messages that neither mention the bot (by entity), reply to it, address
+// a /command to it, nor start with one of its commands without an
+// @botname (what a group's command menu sends when the bot is the only
+// one there).
 func (n *normalizer) inbound(u *update) (agent.Inbound, bool) {
 	m := u.Message
 	if m == nil && n.channelPosts {
@@ -126,22 +140,22 @@ func (n *normalizer) inbound(u *update) (agent.Inbound, bool) {
 			!(m.IsTopicMessage && m.ReplyToMessage.MessageID == m.MessageThreadID)
 	}
 	text, mentioned := n.stripAddress(text, ents)
-	addressed = addressed || mentioned
+	addressed = addressed || mentioned || bareCommand(text, ents)
 	if !addressed {
 		return agent.Inbound{}, false
 	}
-	key := agent.SessionKey{Platform: Platform, Chat: strconv.FormatInt(m.Chat.ID, 10)}
-	if m.IsTopicMessage && m.MessageThreadID != 0 {
-		key.Thread = strconv.FormatInt(m.MessageThreadID, 10)
-	}
 	in := agent.Inbound{
-		Key:       key,
+		Key:       m.key(),
 		MessageID: strconv.FormatInt(m.MessageID, 10),
 		Text:      strings.TrimSpace(text),
 		Files:     files,
 		Addressed: true,
 		Time:      time.Unix(m.Date, 0).UTC(),
 		ReplyTo:   strconv.FormatInt(m.MessageID, 10),
+		Private:   m.Chat.Type == "private",
+	}
+	if !in.Private {
+		in.ChatName = m.Chat.Title
 	}
 	if m.From != nil {
 		in.User = agent.User{ID: strconv.FormatInt(m.From.ID, 10), Name: displayName(m.From)}
@@ -180,6 +194,31 @@ func (n *normalizer) stripAddress(text string, ents []entity) (string, bool) {
 		}
 	}
 	return string(utf16.Decode(units)), found
+}
+
+// key is the session a message belongs to: its chat and, in a forum, its
+// topic. Messages and clicks on the bot's messages are keyed alike.
+func (m *message) key() agent.SessionKey {
+	key := agent.SessionKey{Platform: Platform, Chat: strconv.FormatInt(m.Chat.ID, 10)}
+	if m.IsTopicMessage && m.MessageThreadID != 0 {
+		key.Thread = strconv.FormatInt(m.MessageThreadID, 10)
+	}
+	return key
+}
+
+// bareCommand reports whether text starts with one of firstmate's
+// commands, marked as a command by Telegram and addressed to no bot in
+// particular: "/why shell", not "/start@other_bot".
+func bareCommand(text string, ents []entity) bool {
+	if len(ents) == 0 || ents[0].Type != "bot_command" || ents[0].Offset != 0 {
+		return false
+	}
+	name, _, _ := strings.Cut(strings.TrimSpace(text), " ")
+	if strings.Contains(name, "@") {
+		return false
+	}
+	_, _, ok := agent.ParseCommand(text)
+	return ok
 }
 
 // files lists the document or the largest photo of a message.

@@ -2,6 +2,7 @@ package telegram
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/firstmate/firstmate/agent"
@@ -35,6 +36,12 @@ func TestInbound(t *testing.T) {
 		{"command to the bot", `{"update_id":7,"message":{"message_id":11,"from":{"id":42,"first_name":"Ann"},"chat":{"id":-100,"type":"supergroup"},"date":1,"text":"/reset@firstmate_bot","entities":[{"type":"bot_command","offset":0,"length":20}]}}`,
 			true, agent.SessionKey{Platform: "telegram", Chat: "-100"}, "/reset", 0, false, false},
 		{"command to another bot", `{"update_id":8,"message":{"message_id":12,"from":{"id":42,"first_name":"Ann"},"chat":{"id":-100,"type":"supergroup"},"date":1,"text":"/reset@other_bot","entities":[{"type":"bot_command","offset":0,"length":16}]}}`,
+			false, agent.SessionKey{}, "", 0, false, false},
+		{"our command, to no bot in particular", `{"update_id":19,"message":{"message_id":40,"from":{"id":42,"first_name":"Ann"},"chat":{"id":-100,"type":"supergroup","title":"Crew"},"date":1,"text":"/why shell","entities":[{"type":"bot_command","offset":0,"length":4}]}}`,
+			true, agent.SessionKey{Platform: "telegram", Chat: "-100"}, "/why shell", 0, false, false},
+		{"someone else's command, to no bot in particular", `{"update_id":20,"message":{"message_id":41,"from":{"id":42,"first_name":"Ann"},"chat":{"id":-100,"type":"supergroup"},"date":1,"text":"/start now","entities":[{"type":"bot_command","offset":0,"length":6}]}}`,
+			false, agent.SessionKey{}, "", 0, false, false},
+		{"a slash without the entity is no command", `{"update_id":21,"message":{"message_id":42,"from":{"id":42,"first_name":"Ann"},"chat":{"id":-100,"type":"supergroup"},"date":1,"text":"/why shell"}}`,
 			false, agent.SessionKey{}, "", 0, false, false},
 		{"forum topic", `{"update_id":9,"message":{"message_id":20,"message_thread_id":15,"is_topic_message":true,"from":{"id":42,"first_name":"Ann"},"chat":{"id":-200,"type":"supergroup","is_forum":true},"date":1,"text":"@firstmate_bot build?","entities":[{"type":"mention","offset":0,"length":14}],"reply_to_message":{"message_id":15,"from":{"id":700,"is_bot":true,"first_name":"Firstmate"},"chat":{"id":-200,"type":"supergroup"},"date":1}}}`,
 			true, agent.SessionKey{Platform: "telegram", Chat: "-200", Thread: "15"}, "build?", 0, false, false},
@@ -73,6 +80,12 @@ func TestInbound(t *testing.T) {
 			}
 			if in.Key != tt.key || in.Text != tt.text || len(in.Files) != tt.files || !in.Addressed || in.MessageID == "" || in.ReplyTo != in.MessageID {
 				t.Fatalf("got %+v", in)
+			}
+			if private := strings.Contains(tt.update, `"type":"private"`); in.Private != private {
+				t.Errorf("Private = %v", in.Private)
+			}
+			if strings.Contains(tt.update, `"title":"Crew"`) && in.ChatName != "Crew" {
+				t.Errorf("ChatName = %q", in.ChatName)
 			}
 			if tt.name == "photo, largest size" && in.Files[0].ID != "big" {
 				t.Fatalf("photo %+v", in.Files)

@@ -35,7 +35,11 @@ func (a *Adapter) webhookHandler(d agent.Submitter) http.Handler {
 		}
 		var u update
 		if err := json.Unmarshal(body, &u); err != nil {
-			http.Error(w, "bad update", http.StatusBadRequest)
+			// It can never be read, and Telegram would send it again and
+			// again: answer its click, if it is one, and take it.
+			a.log.Warn("telegram update not understood; skipped", "err", err)
+			a.answerUnreadable(r.Context(), body)
+			w.WriteHeader(http.StatusOK)
 			return
 		}
 		if err := a.handle(r.Context(), d, &u); err != nil {

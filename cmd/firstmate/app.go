@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/firstmate/firstmate/adapters/console"
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/agent/openai"
 	"github.com/firstmate/firstmate/internal/config"
@@ -121,6 +122,9 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, er
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
+	for _, w := range cfg.PolicyWarnings(box.set.Known()) {
+		log.Warn(w)
+	}
 	model, err := newModel(cfg)
 	if err != nil {
 		box.close()
@@ -142,16 +146,24 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, er
 
 func (a *app) dispatcher(platforms map[string]agent.Platform) *agent.Dispatcher {
 	return agent.NewDispatcher(agent.DispatcherConfig{
-		Store:         a.store,
-		Loop:          a.loop,
-		Tools:         a.tools.set,
-		Mode:          a.cfg.Tools.Mode,
-		WorkspaceDir:  workspaceDir(a.cfg),
-		Workspace:     a.tools.wsOpts,
-		Platforms:     platforms,
-		Workers:       a.cfg.Agent.Workers,
-		ContextTokens: a.cfg.LLM.ContextTokens,
-		ModelName:     a.cfg.LLM.Model,
-		Logger:        a.log,
+		Store:  a.store,
+		Loop:   a.loop,
+		Tools:  a.tools.set,
+		Policy: a.cfg.PolicyDefaults(),
+		Access: a.cfg.Access(),
+		// The terminal's operator runs the bot: an admin there.
+		Admins: func(platform, id string) bool {
+			return platform == console.Key.Platform || a.cfg.IsAdmin(platform, id)
+		},
+		Budgets:         a.cfg.Budgets(),
+		ApprovalTimeout: a.cfg.Approvals.Timeout,
+		PairingTTL:      a.cfg.Pairing.CodeTTL,
+		WorkspaceDir:    workspaceDir(a.cfg),
+		Workspace:       a.tools.wsOpts,
+		Platforms:       platforms,
+		Workers:         a.cfg.Agent.Workers,
+		ContextTokens:   a.cfg.LLM.ContextTokens,
+		ModelName:       a.cfg.LLM.Model,
+		Logger:          a.log,
 	})
 }

@@ -24,6 +24,8 @@ Usage:
   firstmate chat     [--config FILE]   chat in this terminal (needs only an LLM endpoint)
   firstmate serve    [--config FILE]   run the Slack/Telegram adapters and the HTTP listener
   firstmate doctor   [--config FILE]   check the configuration, LLM endpoint, store and data dir
+  firstmate admin    COMMAND ...       change tool policy, access and pairing; read the audit log
+                                       (firstmate admin help lists the commands)
   firstmate version                    print the version
 
 Configuration: a YAML file (--config or FIRSTMATE_CONFIG) and environment variables
@@ -53,6 +55,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdChat(ctx, rest, stdin, stdout, stderr)
 	case "serve":
 		err = cmdServe(ctx, rest, stdout, stderr)
+	case "admin":
+		err = cmdAdmin(ctx, rest, stdout, stderr)
 	case "doctor":
 		var ok bool
 		ok, err = cmdDoctor(ctx, rest, stdout, stderr)

@@ -428,7 +428,7 @@ func startTelegramBench(b *testing.B) (*faketelegram.Server, *fakellm.Server, *s
 	// The long poll goes straight through: a question reaches the bot as
 	// soon as it is handed over.
 	api := behindLatency(b, tg, tg.URL(), func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/getUpdates") })
-	env := append(benchBaseEnv(b, llm), "TELEGRAM_BOT_TOKEN="+tg.Token(), "TELEGRAM_API_URL="+api)
+	env := append(benchBaseEnv(b, llm), "TELEGRAM_BOT_TOKEN="+tg.Token(), "TELEGRAM_API_URL="+api, "TELEGRAM_ACCESS=open")
 	logs := startBenchServe(b, env)
 	if !tg.WaitFor(20*time.Second, func() bool { return tg.Polling() > 0 }) {
 		b.Fatalf("firstmate does not poll\n%s", logs.String())
@@ -582,7 +582,7 @@ func startOnce(b *testing.B, bin, home string, base []string, platform string, i
 	case "telegram":
 		tg := faketelegram.New(nil)
 		defer tg.Close()
-		env = []string{"TELEGRAM_BOT_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL()}
+		env = []string{"TELEGRAM_BOT_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL(), "TELEGRAM_ACCESS=open"}
 		reached = func() bool { return tg.Polling() > 0 }
 	case "slack":
 		sl := fakeslack.New(nil)

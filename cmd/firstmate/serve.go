@@ -60,13 +60,14 @@ func adaptersFor(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]a
 	}
 	if cfg.Slack.Enabled() {
 		sl, err := slack.New(ctx, slack.Config{
-			BotToken:      cfg.Slack.BotToken.Reveal(),
-			AppToken:      cfg.Slack.AppToken.Reveal(),
-			SigningSecret: cfg.Slack.SigningSecret.Reveal(),
-			APIURL:        cfg.Slack.APIURL,
-			Progress:      mode,
-			AllowBots:     cfg.Slack.AllowBots,
-			Logger:        log.With("platform", "slack"),
+			BotToken:        cfg.Slack.BotToken.Reveal(),
+			AppToken:        cfg.Slack.AppToken.Reveal(),
+			SigningSecret:   cfg.Slack.SigningSecret.Reveal(),
+			APIURL:          cfg.Slack.APIURL,
+			Progress:        mode,
+			AllowBots:       cfg.Slack.AllowBots,
+			WorkspaceAdmins: cfg.Slack.WorkspaceAdmins,
+			Logger:          log.With("platform", "slack"),
 		})
 		if err != nil {
 			return nil, err
@@ -116,6 +117,7 @@ func telegramConfig(cfg *config.Config, mode adapters.Mode, log *slog.Logger) te
 		Progress:      mode,
 		AllowBots:     cfg.Telegram.AllowBots,
 		ChannelPosts:  cfg.Telegram.ChannelPosts,
+		ChatAdmins:    cfg.Telegram.ChatAdmins,
 		Logger:        log.With("platform", "telegram"),
 	}
 }

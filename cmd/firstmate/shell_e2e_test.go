@@ -131,7 +131,7 @@ func TestServeStopsWhenTheSandboxIsRequiredAndFails(t *testing.T) {
 	tg := faketelegram.New(t)
 	llm := fakellm.New(t, fakellm.WithReplies(fakellm.Text("hi")))
 	env := append(chatEnv(t, llm, t.TempDir()), "FIRSTMATE_SANDBOX=namespaces", "FIRSTMATE_HTTP_ADDR=127.0.0.1:0",
-		"TELEGRAM_BOT_TOKEN="+tg.Token(), "TELEGRAM_API_URL="+tg.URL())
+		"TELEGRAM_BOT_TOKEN="+tg.Token(), "TELEGRAM_API_URL="+tg.URL(), "TELEGRAM_ACCESS=open")
 	_, errOut, code := runBinaryWith(t, env, "", withoutUserNamespaces, "serve")
 	if code != 1 || !strings.Contains(errOut, "firstmate: sandbox: namespaces is set, but the sandbox is unavailable: user namespaces are disabled") {
 		t.Fatalf("exit %d, stderr:\n%s", code, errOut)

@@ -33,7 +33,7 @@ func telegramBase(t *testing.T, model func(*fakellm.Request) fakellm.Reply, opts
 	data := t.TempDir()
 	env := []string{
 		"OPENAI_BASE_URL=" + llm.URL(), "FIRSTMATE_MODEL=fake-model", "FIRSTMATE_DATA_DIR=" + data,
-		"TELEGRAM_BOT_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL(),
+		"TELEGRAM_BOT_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL(), "TELEGRAM_ACCESS=open",
 		"FIRSTMATE_HTTP_ADDR=" + deadAddr(t), "FIRSTMATE_LOG_LEVEL=debug",
 	}
 	if redisAnswers() {
@@ -390,7 +390,7 @@ func BenchmarkTelegramOffset(b *testing.B) {
 	llm := fakellm.New(b, fakellm.WithHandler(func(*fakellm.Request) fakellm.Reply { return fakellm.Text("ok") }))
 	env := []string{
 		"OPENAI_BASE_URL=" + llm.URL(), "FIRSTMATE_MODEL=fake-model", "FIRSTMATE_DATA_DIR=" + b.TempDir(),
-		"TELEGRAM_BOT_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL(),
+		"TELEGRAM_BOT_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL(), "TELEGRAM_ACCESS=open",
 		"FIRSTMATE_HTTP_ADDR=127.0.0.1:0", "FIRSTMATE_LOG_LEVEL=warn",
 	}
 	if redisAnswers() {
@@ -503,7 +503,7 @@ func TestDoctorChecksPlatformTokens(t *testing.T) {
 	sl := fakeslack.New(t)
 	llm := fakellm.New(t)
 	env := []string{"OPENAI_BASE_URL=" + llm.URL(), "FIRSTMATE_MODEL=fake-model", "FIRSTMATE_DATA_DIR=" + t.TempDir(),
-		"TELEGRAM_BOT_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL(),
+		"TELEGRAM_BOT_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL(), "TELEGRAM_ACCESS=open",
 		"SLACK_BOT_TOKEN=" + sl.BotToken(), "SLACK_APP_TOKEN=" + sl.AppToken(), "SLACK_API_URL=" + sl.APIURL()}
 	out, _, code := runBinary(t, env, "", "doctor")
 	if code != 0 || !strings.Contains(out, "ok    telegram   bot @firstmate_bot; long polling") || !strings.Contains(out, "ok    slack      bot U0BOT") {

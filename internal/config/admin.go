@@ -51,13 +51,7 @@ func ParseAdmin(s string) (Admin, error) {
 func (a Admin) check(s string) error {
 	switch a.Platform {
 	case "slack":
-		if slackUserID.MatchString(a.ID) {
-			return nil
-		}
-		if up := strings.ToUpper(a.ID); slackUserID.MatchString(up) {
-			return fmt.Errorf("%q: Slack member IDs are upper case; write %q", s, "slack:"+up)
-		}
-		return fmt.Errorf(`%q: a Slack member ID looks like U0123ABCD (the user's profile, "Copy member ID")`, s)
+		return slackUserError(s, "slack:", a.ID)
 	case "telegram":
 		if isTelegramUserID(a.ID) {
 			return nil

@@ -19,12 +19,27 @@
 //	SLACK_APP_TOKEN       slack.app_token (xapp-…; Socket Mode)
 //	SLACK_SIGNING_SECRET  slack.signing_secret (HTTP Events API)
 //	SLACK_API_URL         slack.api_url
+//	SLACK_ACCESS          slack.access (open, allowlist, pairing)
+//	SLACK_ALLOWED_USERS   slack.allowed_users: "U0123ABCD,W0456EFGH"
+//	SLACK_ALLOWED_CHANNELS slack.allowed_channels: "C0123ABCD,G0456EFGH"
+//	SLACK_WORKSPACE_ADMINS slack.workspace_admins (true, false, 1, 0)
 //	TELEGRAM_BOT_TOKEN    telegram.bot_token
 //	TELEGRAM_API_URL      telegram.api_url
 //	TELEGRAM_WEBHOOK_URL  telegram.webhook_url (receive by webhook instead of polling)
 //	TELEGRAM_WEBHOOK_SECRET telegram.webhook_secret
+//	TELEGRAM_ACCESS       telegram.access (open, allowlist, pairing)
+//	TELEGRAM_ALLOWED_USERS telegram.allowed_users: "123456789,987654321"
+//	TELEGRAM_ALLOWED_CHATS telegram.allowed_chats: "-1001234567890"
+//	TELEGRAM_CHAT_ADMINS  telegram.chat_admins (true, false, 1, 0)
 //	FIRSTMATE_SANDBOX     sandbox (auto, namespaces, off)
 //	FIRSTMATE_SEARCH_URL  web.search.url (a SearXNG instance)
+//	FIRSTMATE_CHANNEL_TOKENS_PER_DAY   budgets.channel_tokens_per_day
+//	FIRSTMATE_USER_MESSAGES_PER_MINUTE budgets.user_messages_per_minute
+//
+// A variable for a list (FIRSTMATE_ADMINS, the allowed users, channels
+// and chats) holds comma-separated entries, empty ones ignored, and
+// replaces the file's list; a bad entry is a problem naming the variable
+// and the entry's number.
 //
 // FIRSTMATE_UNSAFE_HOST_SHELL=1 is not a key: it is the operator's explicit
 // consent to run shell commands on the host without a sandbox, read only
@@ -84,6 +99,11 @@ type Config struct {
 	Admins   []Admin  `yaml:"admins" json:"admins"`
 	Slack    Slack    `yaml:"slack" json:"slack"`
 	Telegram Telegram `yaml:"telegram" json:"telegram"`
+	// Budget is what a channel and a person may spend; [Config.Budgets]
+	// gives it to the agent. (Not named Budgets: that is the method.)
+	Budget    Budget    `yaml:"budgets" json:"budgets"`
+	Approvals Approvals `yaml:"approvals" json:"approvals"`
+	Pairing   Pairing   `yaml:"pairing" json:"pairing"`
 
 	// where values came from, for messages; nil for a Config built in code.
 	// A pointer so that %v prints an address, not the maps.
@@ -156,7 +176,11 @@ type Log struct {
 }
 
 // Tools is the default tool policy of every channel; admins override it
-// per channel. A tool listed nowhere gets Default.
+// per channel. An entry of a list names a tool ("shell"), a group of tools
+// with the same power ("exec", or "group:exec"), or a tool whose name is
+// also a group's ("tool:read"; a bare "read" is the group). The most
+// specific rule wins: a tool's own, then its group's; a tool no entry
+// covers gets Default. See [Config.PolicyDefaults].
 type Tools struct {
 	Default agent.ToolMode `yaml:"default" json:"default"`
 	Allow   []string       `yaml:"allow" json:"allow"`
@@ -223,6 +247,17 @@ type Slack struct {
 	APIURL        string `yaml:"api_url" json:"api_url"` // the Web API base, with its trailing slash
 	// AllowBots answers messages from other bots too (never the bot's own).
 	AllowBots bool `yaml:"allow_bots" json:"allow_bots"`
+	// Access is who may talk to the bot. Default open: the members of the
+	// workspace that installed the app; people of another organisation
+	// (in a shared channel) only when allowed.
+	Access agent.AccessMode `yaml:"access" json:"access"`
+	// AllowedUsers (member IDs, U… or W…) and AllowedChannels (C…, G…,
+	// D…) may talk to the bot whatever Access says.
+	AllowedUsers    []string `yaml:"allowed_users" json:"allowed_users"`
+	AllowedChannels []string `yaml:"allowed_channels" json:"allowed_channels"`
+	// WorkspaceAdmins makes the workspace's admins and owners the bot's
+	// admins in Slack too.
+	WorkspaceAdmins bool `yaml:"workspace_admins" json:"workspace_admins"`
 }
 
 // Telegram connects to one Telegram bot. It is enabled when BotToken is set.
@@ -237,6 +272,42 @@ type Telegram struct {
 	// posts in channels where the bot is an administrator.
 	AllowBots    bool `yaml:"allow_bots" json:"allow_bots"`
 	ChannelPosts bool `yaml:"channel_posts" json:"channel_posts"`
+	// Access is who may talk to the bot. Default pairing: in a private
+	// chat a stranger gets a code an admin approves; a group is answered
+	// once an admin allowed it. Anyone can find a bot by its username, so
+	// open is rarely what is meant.
+	Access agent.AccessMode `yaml:"access" json:"access"`
+	// AllowedUsers (user IDs, positive) and AllowedChats (chat IDs;
+	// negative for groups) may talk to the bot whatever Access says.
+	AllowedUsers []string `yaml:"allowed_users" json:"allowed_users"`
+	AllowedChats []string `yaml:"allowed_chats" json:"allowed_chats"`
+	// ChatAdmins makes a chat's administrators the bot's admins in that
+	// chat (only).
+	ChatAdmins bool `yaml:"chat_admins" json:"chat_admins"`
+}
+
+// Budget bounds what is spent; zero means no limit.
+type Budget struct {
+	// ChannelTokensPerDay is the model tokens one channel may use in a
+	// day (UTC), counted across replicas and checked before each model
+	// call.
+	ChannelTokensPerDay int64 `yaml:"channel_tokens_per_day" json:"channel_tokens_per_day"`
+	// UserMessagesPerMinute is the messages one person may send the bot
+	// in a minute; more are dropped, and the person is told. Admins are
+	// not limited.
+	UserMessagesPerMinute int `yaml:"user_messages_per_minute" json:"user_messages_per_minute"`
+}
+
+// Approvals configure tool calls that wait for a person.
+type Approvals struct {
+	// Timeout is how long a question waits for a click; no answer by then
+	// is a denial. 10s to 24h.
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+}
+
+// Pairing configures the codes a stranger gets in pairing mode.
+type Pairing struct {
+	CodeTTL time.Duration `yaml:"code_ttl" json:"code_ttl"` // how long a code is valid; 1m to 7 days
 }
 
 // Defaults that other packages and the docs refer to.
@@ -278,8 +349,13 @@ func Default() *Config {
 			Fetch:  Fetch{AllowNetworks: []string{}, Ports: []int{}, Timeout: 30 * time.Second, MaxBodyMB: 5},
 			Search: Search{Kind: "searxng"},
 		},
-		Slack:    Slack{APIURL: DefaultSlackAPI},
-		Telegram: Telegram{APIURL: DefaultTelegramAPI},
+		Slack: Slack{APIURL: DefaultSlackAPI, Access: agent.AccessOpen,
+			AllowedUsers: []string{}, AllowedChannels: []string{}},
+		Telegram: Telegram{APIURL: DefaultTelegramAPI, Access: agent.AccessPairing,
+			AllowedUsers: []string{}, AllowedChats: []string{}},
+		Budget:    Budget{UserMessagesPerMinute: 20},
+		Approvals: Approvals{Timeout: 5 * time.Minute},
+		Pairing:   Pairing{CodeTTL: time.Hour},
 	}
 }
 
@@ -483,6 +559,18 @@ var envVars = []envVar{
 	{"SLACK_APP_TOKEN", "slack.app_token", func(c *Config, v string) []error { c.Slack.AppToken = Secret(v); return nil }},
 	{"SLACK_SIGNING_SECRET", "slack.signing_secret", func(c *Config, v string) []error { c.Slack.SigningSecret = Secret(v); return nil }},
 	{"SLACK_API_URL", "slack.api_url", func(c *Config, v string) []error { c.Slack.APIURL = v; return nil }},
+	{"SLACK_ACCESS", "slack.access", func(c *Config, v string) []error { c.Slack.Access = agent.AccessMode(v); return nil }},
+	{"SLACK_ALLOWED_USERS", "slack.allowed_users", func(c *Config, v string) (errs []error) {
+		c.Slack.AllowedUsers, errs = parseIDList(v, checkSlackUser)
+		return errs
+	}},
+	{"SLACK_ALLOWED_CHANNELS", "slack.allowed_channels", func(c *Config, v string) (errs []error) {
+		c.Slack.AllowedChannels, errs = parseIDList(v, checkSlackChannel)
+		return errs
+	}},
+	{"SLACK_WORKSPACE_ADMINS", "slack.workspace_admins", func(c *Config, v string) []error {
+		return setBool(&c.Slack.WorkspaceAdmins, v)
+	}},
 	{"TELEGRAM_BOT_TOKEN", "telegram.bot_token", func(c *Config, v string) []error { c.Telegram.BotToken = Secret(v); return nil }},
 	{"TELEGRAM_API_URL", "telegram.api_url", func(c *Config, v string) []error { c.Telegram.APIURL = v; return nil }},
 	{"TELEGRAM_WEBHOOK_URL", "telegram.webhook_url", func(c *Config, v string) []error { c.Telegram.WebhookURL = v; return nil }},
@@ -490,8 +578,26 @@ var envVars = []envVar{
 		c.Telegram.WebhookSecret = Secret(v)
 		return nil
 	}},
+	{"TELEGRAM_ACCESS", "telegram.access", func(c *Config, v string) []error { c.Telegram.Access = agent.AccessMode(v); return nil }},
+	{"TELEGRAM_ALLOWED_USERS", "telegram.allowed_users", func(c *Config, v string) (errs []error) {
+		c.Telegram.AllowedUsers, errs = parseIDList(v, checkTelegramUser)
+		return errs
+	}},
+	{"TELEGRAM_ALLOWED_CHATS", "telegram.allowed_chats", func(c *Config, v string) (errs []error) {
+		c.Telegram.AllowedChats, errs = parseIDList(v, checkTelegramChat)
+		return errs
+	}},
+	{"TELEGRAM_CHAT_ADMINS", "telegram.chat_admins", func(c *Config, v string) []error {
+		return setBool(&c.Telegram.ChatAdmins, v)
+	}},
 	{"FIRSTMATE_SANDBOX", "sandbox", func(c *Config, v string) []error { c.Sandbox = v; return nil }},
 	{"FIRSTMATE_SEARCH_URL", "web.search.url", func(c *Config, v string) []error { c.Web.Search.URL = v; return nil }},
+	{"FIRSTMATE_CHANNEL_TOKENS_PER_DAY", "budgets.channel_tokens_per_day", func(c *Config, v string) []error {
+		return setInt(&c.Budget.ChannelTokensPerDay, v)
+	}},
+	{"FIRSTMATE_USER_MESSAGES_PER_MINUTE", "budgets.user_messages_per_minute", func(c *Config, v string) []error {
+		return setInt(&c.Budget.UserMessagesPerMinute, v)
+	}},
 }
 
 // EnvVar returns the environment variable that overrides the YAML key,
@@ -529,6 +635,12 @@ func (c *Config) normalize(env func(string) (string, bool)) {
 	c.Log.Level = strings.ToLower(c.Log.Level)
 	c.Sandbox = strings.ToLower(c.Sandbox)
 	c.Log.Format = strings.ToLower(c.Log.Format)
+	c.Slack.Access = agent.AccessMode(strings.ToLower(string(c.Slack.Access)))
+	c.Telegram.Access = agent.AccessMode(strings.ToLower(string(c.Telegram.Access)))
+	trimAll(c.Slack.AllowedUsers)
+	trimAll(c.Slack.AllowedChannels)
+	trimAll(c.Telegram.AllowedUsers)
+	trimAll(c.Telegram.AllowedChats)
 	home, _ := lookup(env, "HOME")
 	if d := c.Store.DataDir; home != "" && (d == "~" || strings.HasPrefix(d, "~/")) {
 		c.Store.DataDir = filepath.Join(home, d[1:])

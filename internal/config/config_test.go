@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,8 +95,13 @@ func TestDefaults(t *testing.T) {
 			Fetch:  Fetch{AllowNetworks: []string{}, Ports: []int{}, Timeout: 30 * time.Second, MaxBodyMB: 5},
 			Search: Search{Kind: "searxng"},
 		},
-		Slack:    Slack{APIURL: "https://slack.com/api/"},
-		Telegram: Telegram{APIURL: "https://api.telegram.org"},
+		Slack: Slack{APIURL: "https://slack.com/api/", Access: agent.AccessOpen,
+			AllowedUsers: []string{}, AllowedChannels: []string{}},
+		Telegram: Telegram{APIURL: "https://api.telegram.org", Access: agent.AccessPairing,
+			AllowedUsers: []string{}, AllowedChats: []string{}},
+		Budget:    Budget{ChannelTokensPerDay: 0, UserMessagesPerMinute: 20},
+		Approvals: Approvals{Timeout: 5 * time.Minute},
+		Pairing:   Pairing{CodeTTL: time.Hour},
 	}
 	c.meta = nil
 	if !reflect.DeepEqual(c, want) {
@@ -207,9 +213,26 @@ slack:
   app_token: xapp-file-app-0123456789
   signing_secret: file-signing-0123456789
   api_url: http://127.0.0.1:3001/api/
+  access: Allowlist
+  allowed_users: [U0123ABCD, " W0456EFGH "]
+  allowed_channels:
+    - C0123ABCD
+    - G0456EFGH
+  workspace_admins: true
 telegram:
   bot_token: "123456:file-telegram-0123456789"
   api_url: http://127.0.0.1:3002
+  access: open
+  allowed_users: [123456789]
+  allowed_chats: [-1001234567890, "42"]
+  chat_admins: true
+budgets:
+  channel_tokens_per_day: 2000000
+  user_messages_per_minute: 0
+approvals:
+  timeout: 2m
+pairing:
+  code_ttl: 30m
 `
 
 func TestValidFile(t *testing.T) {
@@ -243,12 +266,20 @@ func TestValidFile(t *testing.T) {
 			{Platform: "telegram", ID: "123456789"},
 		},
 		Slack: Slack{
-			BotToken:      "xoxb-file-bot-0123456789",
-			AppToken:      "xapp-file-app-0123456789",
-			SigningSecret: "file-signing-0123456789",
-			APIURL:        "http://127.0.0.1:3001/api/",
+			BotToken:        "xoxb-file-bot-0123456789",
+			AppToken:        "xapp-file-app-0123456789",
+			SigningSecret:   "file-signing-0123456789",
+			APIURL:          "http://127.0.0.1:3001/api/",
+			Access:          agent.AccessAllowlist,
+			AllowedUsers:    []string{"U0123ABCD", "W0456EFGH"},
+			AllowedChannels: []string{"C0123ABCD", "G0456EFGH"},
+			WorkspaceAdmins: true,
 		},
-		Telegram: Telegram{BotToken: "123456:file-telegram-0123456789", APIURL: "http://127.0.0.1:3002"},
+		Telegram: Telegram{BotToken: "123456:file-telegram-0123456789", APIURL: "http://127.0.0.1:3002",
+			Access: agent.AccessOpen, AllowedUsers: []string{"123456789"}, AllowedChats: []string{"-1001234567890", "42"}, ChatAdmins: true},
+		Budget:    Budget{ChannelTokensPerDay: 2_000_000, UserMessagesPerMinute: 0},
+		Approvals: Approvals{Timeout: 2 * time.Minute},
+		Pairing:   Pairing{CodeTTL: 30 * time.Minute},
 	}
 	d := Default()
 	want.Sandbox, want.Shell, want.Web = d.Sandbox, d.Shell, d.Web
@@ -297,6 +328,9 @@ func TestExampleFile(t *testing.T) {
 		"shell", "fetch", "search", "send_file", "start", "jobs", "stop"}
 	if err := c.ValidateTools(seed); err != nil {
 		t.Error(err)
+	}
+	if w := c.PolicyWarnings(seed); len(w) != 0 {
+		t.Errorf("policy warnings: %q", w)
 	}
 	// Apart from the tool lists and the model, the example shows the defaults.
 	d := mustLoad(t, "", env{}.withHome())
@@ -382,11 +416,11 @@ func checkProblem(t *testing.T, tt problemCase) {
 func TestFileProblems(t *testing.T) {
 	tests := []problemCase{
 		{name: "unknown top-level key", file: "llm: {}\nbogus: 1\n",
-			key: "bogus", line: 2, msg: "unknown key; known top-level keys: admins, agent, http, llm, log, sandbox, shell, slack, store, telegram, tools, web"},
+			key: "bogus", line: 2, msg: "unknown key; known top-level keys: admins, agent, approvals, budgets, http, llm, log, pairing, sandbox, shell, slack, store, telegram, tools, web"},
 		{name: "unknown key with a typo", file: "llm:\n  model: x\n  modle: y\n",
 			key: "llm.modle", line: 3, msg: `did you mean "model"? Known keys under llm: api_key, base_url, context_tokens`},
 		{name: "unknown nested key", file: "slack:\n  token: x\n",
-			key: "slack.token", line: 2, msg: "known keys under slack: allow_bots, api_url, app_token, bot_token, signing_secret"},
+			key: "slack.token", line: 2, msg: "known keys under slack: access, allow_bots, allowed_channels, allowed_users, api_url, app_token, bot_token, signing_secret, workspace_admins"},
 		{name: "key set twice", file: "log:\n  level: info\n  level: debug\n",
 			key: "log.level", line: 3, msg: "set twice (first on line 2)"},
 		{name: "tool protocol", file: "llm:\n  tool_protocol: xml\n",
@@ -457,6 +491,12 @@ func TestFileProblems(t *testing.T) {
 			key: "tools.deny[0]", line: 4, msg: `"shell" is also in tools.allow[1]`},
 		{name: "empty tool name", file: "tools:\n  allow: [read, \"\"]\n",
 			key: "tools.allow[1]", line: 2, msg: "empty tool name"},
+		{name: "group in two lists", file: "tools:\n  allow: [\"tool:read\", read]\n  deny: [\"group:read\"]\n",
+			key: "tools.deny[0]", line: 3, msg: `"group:read" is also in tools.allow[1], as "read" (both name the group read)`},
+		{name: "tool in two lists by prefix", file: "tools:\n  allow: [shell]\n  ask: [\"tool:shell\"]\n",
+			key: "tools.ask[0]", line: 3, msg: `as "shell" (both name the tool shell)`},
+		{name: "default in a list", file: "tools:\n  deny: [default]\n",
+			key: "tools.deny[0]", line: 2, msg: "set tools.default instead"},
 		{name: "tools list not a list", file: "tools:\n  allow: read\n",
 			key: "tools.allow", line: 2, msg: "expected a list"},
 		{name: "admin without platform", file: "admins:\n  - U0123ABCD\n",
@@ -511,6 +551,54 @@ func TestFileProblems(t *testing.T) {
 			key: "", line: 2, msg: "more than one YAML document"},
 		{name: "placeholder unset", file: "llm:\n  api_key: ${MY_KEY}\n",
 			key: "llm.api_key", line: 2, msg: "${MY_KEY} is not set in the environment"},
+		{name: "slack access", file: "slack:\n  access: closed\n",
+			key: "slack.access", line: 2, msg: `"closed" is not one of open, allowlist, pairing`},
+		{name: "telegram access", file: "telegram:\n  access: [open]\n",
+			key: "telegram.access", line: 2, msg: "expected a single value, not a list"},
+		{name: "slack allowed user lower case", file: "slack:\n  allowed_users:\n    - U0123ABCD\n    - w0456efgh\n",
+			key: "slack.allowed_users[1]", line: 4, msg: `Slack member IDs are upper case; write "W0456EFGH"`},
+		{name: "slack allowed user is a channel", file: "slack:\n  allowed_users: [C0123ABCD]\n",
+			key: "slack.allowed_users[0]", line: 2, msg: "is a channel's ID, not a person's"},
+		{name: "slack allowed channel by name", file: "slack:\n  allowed_channels: [\"#general\"]\n",
+			key: "slack.allowed_channels[0]", line: 2, msg: "is a channel's name, which can change; use its ID"},
+		{name: "slack allowed channel is a person", file: "slack:\n  allowed_channels: [U0123ABCD]\n",
+			key: "slack.allowed_channels[0]", line: 2, msg: "is a person's member ID"},
+		{name: "slack allowed channels not a list", file: "slack:\n  allowed_channels: C0123ABCD\n",
+			key: "slack.allowed_channels", line: 2, msg: "expected a list"},
+		{name: "slack workspace admins", file: "slack:\n  workspace_admins: maybe\n",
+			key: "slack.workspace_admins", line: 2, msg: `"maybe" is not true or false`},
+		{name: "telegram allowed user negative", file: "telegram:\n  allowed_users: [1, -1001234567890]\n",
+			key: "telegram.allowed_users[1]", line: 2, msg: "negative IDs are chats, not people; put it in allowed_chats"},
+		{name: "telegram allowed user name", file: "telegram:\n  allowed_users:\n    - \"@bob\"\n",
+			key: "telegram.allowed_users[0]", line: 3, msg: "a Telegram user ID is a number"},
+		{name: "telegram allowed chat name", file: "telegram:\n  allowed_chats: [\"@crew\"]\n",
+			key: "telegram.allowed_chats[0]", line: 2, msg: "is a username; use the chat's numeric ID"},
+		{name: "telegram allowed chat zero", file: "telegram:\n  allowed_chats: [0]\n",
+			key: "telegram.allowed_chats[0]", line: 2, msg: "a Telegram chat ID is a number"},
+		{name: "telegram chat admins", file: "telegram:\n  chat_admins: 1.5\n",
+			key: "telegram.chat_admins", line: 2, msg: `"1.5" is not true or false`},
+		{name: "negative token budget", file: "budgets:\n  channel_tokens_per_day: -1\n",
+			key: "budgets.channel_tokens_per_day", line: 2, msg: "use 0 (no limit) or more"},
+		{name: "message budget not a number", file: "budgets:\n  user_messages_per_minute: lots\n",
+			key: "budgets.user_messages_per_minute", line: 2, msg: `"lots" is not a whole number`},
+		{name: "negative message budget", file: "budgets:\n  user_messages_per_minute: -2\n",
+			key: "budgets.user_messages_per_minute", line: 2, msg: "-2 is too small"},
+		{name: "unknown budget", file: "budgets:\n  tokens_per_day: 5\n",
+			key: "budgets.tokens_per_day", line: 2, msg: "known keys under budgets: channel_tokens_per_day, user_messages_per_minute"},
+		{name: "approval timeout too short", file: "approvals:\n  timeout: 5s\n",
+			key: "approvals.timeout", line: 2, msg: "5s is too short; use 10s to 24h"},
+		{name: "approval timeout too long", file: "approvals:\n  timeout: 48h\n",
+			key: "approvals.timeout", line: 2, msg: "48h is too long; use 10s to 24h"},
+		{name: "approval timeout without unit", file: "approvals:\n  timeout: 300\n",
+			key: "approvals.timeout", line: 2, msg: "300 has no unit"},
+		{name: "approvals typo", file: "approvals:\n  timeuot: 1m\n",
+			key: "approvals.timeuot", line: 2, msg: `did you mean "timeout"?`},
+		{name: "pairing code ttl too short", file: "pairing:\n  code_ttl: 30s\n",
+			key: "pairing.code_ttl", line: 2, msg: "30s is too short; use 1m to 168h (7 days)"},
+		{name: "pairing code ttl too long", file: "pairing:\n  code_ttl: 200h\n",
+			key: "pairing.code_ttl", line: 2, msg: "200h is too long"},
+		{name: "pairing unknown key", file: "pairing:\n  ttl: 1h\n",
+			key: "pairing.ttl", line: 2, msg: "known keys under pairing: code_ttl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { checkProblem(t, tt) })
@@ -547,6 +635,30 @@ func TestEnvProblems(t *testing.T) {
 			key: "TELEGRAM_API_URL", msg: "use http://api.telegram.org"},
 		{name: "env names the key the file set too", file: "llm:\n  base_url: http://ok/v1\n", env: env{"OPENAI_BASE_URL": "nope"},
 			key: "OPENAI_BASE_URL", msg: "has no scheme"},
+		{name: "slack access", env: env{"SLACK_ACCESS": "closed"},
+			key: "SLACK_ACCESS", msg: `"closed" is not one of open, allowlist, pairing`},
+		{name: "telegram access", env: env{"TELEGRAM_ACCESS": "everyone"},
+			key: "TELEGRAM_ACCESS", msg: `"everyone" is not one of open, allowlist, pairing`},
+		{name: "slack allowed users", env: env{"SLACK_ALLOWED_USERS": "U0123ABCD,,u0456efgh"},
+			key: "SLACK_ALLOWED_USERS", msg: `entry 3: "u0456efgh": Slack member IDs are upper case; write "U0456EFGH"`},
+		{name: "slack allowed channels", env: env{"SLACK_ALLOWED_CHANNELS": "#general"},
+			key: "SLACK_ALLOWED_CHANNELS", msg: `entry 1: "#general" is a channel's name`},
+		{name: "telegram allowed users", env: env{"TELEGRAM_ALLOWED_USERS": "42, -100123"},
+			key: "TELEGRAM_ALLOWED_USERS", msg: `entry 2: "-100123": negative IDs are chats`},
+		{name: "telegram allowed chats", env: env{"TELEGRAM_ALLOWED_CHATS": "-100123,@crew,"},
+			key: "TELEGRAM_ALLOWED_CHATS", msg: `entry 2: "@crew" is a username`},
+		{name: "workspace admins", env: env{"SLACK_WORKSPACE_ADMINS": "yes"},
+			key: "SLACK_WORKSPACE_ADMINS", msg: `"yes" is not true or false (or 1 or 0)`},
+		{name: "chat admins", env: env{"TELEGRAM_CHAT_ADMINS": "2"},
+			key: "TELEGRAM_CHAT_ADMINS", msg: `"2" is not true or false`},
+		{name: "token budget not a number", env: env{"FIRSTMATE_CHANNEL_TOKENS_PER_DAY": "1e6"},
+			key: "FIRSTMATE_CHANNEL_TOKENS_PER_DAY", msg: `"1e6" is not a whole number`},
+		{name: "token budget negative", env: env{"FIRSTMATE_CHANNEL_TOKENS_PER_DAY": "-5"},
+			key: "FIRSTMATE_CHANNEL_TOKENS_PER_DAY", msg: "-5 is too small; use 0 (no limit) or more"},
+		{name: "message budget negative", env: env{"FIRSTMATE_USER_MESSAGES_PER_MINUTE": "-1"},
+			key: "FIRSTMATE_USER_MESSAGES_PER_MINUTE", msg: "use 0 (no limit) or more"},
+		{name: "message budget too big", env: env{"FIRSTMATE_USER_MESSAGES_PER_MINUTE": "99999999999999999999"},
+			key: "FIRSTMATE_USER_MESSAGES_PER_MINUTE", msg: "is not a whole number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { checkProblem(t, tt) })
@@ -598,6 +710,17 @@ func TestEnvOverFile(t *testing.T) {
 		"TELEGRAM_API_URL":       "https://tg.example",
 		"FIRSTMATE_SANDBOX":      "Namespaces",
 		"FIRSTMATE_SEARCH_URL":   "http://searxng.internal:8080",
+		"SLACK_ACCESS":           "Pairing",
+		"SLACK_ALLOWED_USERS":    "U0ENV1,,W0ENV2 ",
+		"SLACK_ALLOWED_CHANNELS": "C0ENV1",
+		"SLACK_WORKSPACE_ADMINS": "0",
+		"TELEGRAM_ACCESS":        "allowlist",
+		"TELEGRAM_ALLOWED_USERS": "7, 8",
+		"TELEGRAM_ALLOWED_CHATS": "-100777",
+		"TELEGRAM_CHAT_ADMINS":   "FALSE",
+
+		"FIRSTMATE_CHANNEL_TOKENS_PER_DAY":   "500000",
+		"FIRSTMATE_USER_MESSAGES_PER_MINUTE": "5",
 	}
 	c := mustLoad(t, path, e)
 	checks := []struct {
@@ -623,6 +746,16 @@ func TestEnvOverFile(t *testing.T) {
 		{"TELEGRAM_WEBHOOK_SECRET", c.Telegram.WebhookSecret.Reveal(), e["TELEGRAM_WEBHOOK_SECRET"]},
 		{"FIRSTMATE_SANDBOX", c.Sandbox, "namespaces"},
 		{"FIRSTMATE_SEARCH_URL", c.Web.Search.URL, e["FIRSTMATE_SEARCH_URL"]},
+		{"SLACK_ACCESS", string(c.Slack.Access), "pairing"},
+		{"SLACK_ALLOWED_USERS", strings.Join(c.Slack.AllowedUsers, ","), "U0ENV1,W0ENV2"},
+		{"SLACK_ALLOWED_CHANNELS", strings.Join(c.Slack.AllowedChannels, ","), "C0ENV1"},
+		{"SLACK_WORKSPACE_ADMINS", strconv.FormatBool(c.Slack.WorkspaceAdmins), "false"},
+		{"TELEGRAM_ACCESS", string(c.Telegram.Access), "allowlist"},
+		{"TELEGRAM_ALLOWED_USERS", strings.Join(c.Telegram.AllowedUsers, ","), "7,8"},
+		{"TELEGRAM_ALLOWED_CHATS", strings.Join(c.Telegram.AllowedChats, ","), "-100777"},
+		{"TELEGRAM_CHAT_ADMINS", strconv.FormatBool(c.Telegram.ChatAdmins), "false"},
+		{"FIRSTMATE_CHANNEL_TOKENS_PER_DAY", strconv.FormatInt(c.Budget.ChannelTokensPerDay, 10), "500000"},
+		{"FIRSTMATE_USER_MESSAGES_PER_MINUTE", strconv.Itoa(c.Budget.UserMessagesPerMinute), "5"},
 	}
 	if len(checks) != len(envVars) {
 		t.Fatalf("%d checks for %d environment variables", len(checks), len(envVars))
@@ -726,6 +859,7 @@ func TestParseAdmin(t *testing.T) {
 		{in: "slack:", err: "a Slack member ID looks like U0123ABCD"},
 		{in: "slack:u0123abcd", err: `write "slack:U0123ABCD"`},
 		{in: "slack:C0123ABCD", err: "a Slack member ID"},
+		{in: "slack:wendy", err: "a Slack member ID looks like U0123ABCD"},
 		{in: "telegram:-100123", err: "negative IDs are chats"},
 		{in: "telegram:0", err: "a Telegram user ID is a number"},
 		{in: "telegram:+5", err: "a Telegram user ID is a number"},
@@ -822,21 +956,53 @@ func TestRequireLLM(t *testing.T) {
 }
 
 func TestValidateTools(t *testing.T) {
-	path := writeConfig(t, "tools:\n  allow: [read, shel]\n  deny:\n    - zzz\n")
+	path := writeConfig(t, "tools:\n  allow: [read, shel]\n  deny:\n    - zzz\n    - group:exe\n    - tool:exec\n    - mcp:gitlab\n")
 	c := mustLoad(t, path, env{}.withHome())
-	known := []string{"shell", "read", "fetch"}
+	known := []string{"shell", "read", "fetch", "start", "github__issues"}
 	ps := problems(t, c.ValidateTools(known))
-	if len(ps) != 2 {
+	want := []struct {
+		key  string
+		line int
+		msg  string
+	}{
+		{"tools.allow[1]", 2, `unknown tool or group "shel"; did you mean "shell"? Known tools: fetch, github__issues, read, shell, start; groups: read, write, exec, web, send, mcp:github`},
+		{"tools.deny[0]", 4, `unknown tool or group "zzz". Known tools:`},
+		{"tools.deny[1]", 5, `unknown group "exe"; did you mean "group:exec"?`},
+		{"tools.deny[2]", 6, `unknown tool "exec". Known tools:`},
+		{"tools.deny[3]", 7, `unknown tool or group "mcp:gitlab"`},
+	}
+	if len(ps) != len(want) {
 		t.Fatalf("got %v", c.ValidateTools(known))
 	}
-	if p := ps[0]; p.Key != "tools.allow[1]" || p.Line != 2 || !strings.Contains(p.Msg, `unknown tool "shel"; did you mean "shell"? Known tools: fetch, read, shell`) {
-		t.Errorf("got %s", p)
+	for i, w := range want {
+		if p := ps[i]; p.Key != w.key || p.Line != w.line || !strings.Contains(p.Msg, w.msg) {
+			t.Errorf("got %s\nwant %s:%d %s", p, w.key, w.line, w.msg)
+		}
 	}
-	if p := ps[1]; p.Key != "tools.deny[0]" || p.Line != 4 || strings.Contains(p.Msg, "did you mean") {
-		t.Errorf("got %s", p)
+	// With those tools, only the group and the tool that still do not
+	// exist are wrong.
+	ps = problems(t, c.ValidateTools([]string{"read", "shel", "zzz", "gitlab__x"}))
+	if len(ps) != 2 || ps[0].Key != "tools.deny[1]" || ps[1].Key != "tools.deny[2]" {
+		t.Errorf("got %v", ps)
 	}
-	if err := c.ValidateTools([]string{"read", "shel", "zzz"}); err != nil {
-		t.Error(err)
+
+	// Groups, tool: and group: spellings, and an MCP server's group.
+	path = writeConfig(t, "tools:\n  allow: [read, \"tool:read\", Web]\n  ask: [exec]\n  deny: [delete, \"mcp:github\", \"group:send\"]\n")
+	c = mustLoad(t, path, env{}.withHome())
+	if err := c.ValidateTools(append(known, "delete", "send_file")); err != nil {
+		t.Errorf("valid lists: %v", err)
+	}
+
+	// One rule in two lists, however it is written: Load says so, and
+	// ValidateTools too.
+	path = writeConfig(t, "tools:\n  allow: [exec]\n  deny:\n    - group:EXEC\n")
+	c, err := Load(path, env{}.withHome().lookup)
+	const msg = `"group:EXEC" is also in tools.allow[0], as "exec" (both name the group exec)`
+	if ps := problems(t, err); len(ps) != 1 || ps[0].Key != "tools.deny[0]" || ps[0].Line != 4 || !strings.Contains(ps[0].Msg, msg) {
+		t.Errorf("Load: %v", err)
+	}
+	if ps := problems(t, c.ValidateTools(known)); len(ps) != 1 || ps[0].Key != "tools.deny[0]" || ps[0].Line != 4 || !strings.Contains(ps[0].Msg, msg) {
+		t.Errorf("ValidateTools: %v", c.ValidateTools(known))
 	}
 }
 
@@ -913,7 +1079,7 @@ func TestRedacted(t *testing.T) {
 	// Without secrets, what doctor prints is a config file that loads
 	// to the same configuration.
 	c = mustLoad(t, writeConfig(t, fullFile), env{})
-	c.LLM.APIKey, c.Store.RedisURL, c.Slack = "", "", Slack{APIURL: DefaultSlackAPI}
+	c.LLM.APIKey, c.Store.RedisURL, c.Slack = "", "", Default().Slack
 	c.Telegram.BotToken = ""
 	back := mustLoad(t, writeConfig(t, c.Redacted()), env{})
 	c.meta, back.meta = nil, nil
@@ -958,8 +1124,10 @@ func TestEnvVarNames(t *testing.T) {
 	want := []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "FIRSTMATE_MODEL", "REDIS_URL", "FIRSTMATE_REDIS_PREFIX", "FIRSTMATE_DATA_DIR",
 		"FIRSTMATE_HTTP_ADDR", "FIRSTMATE_LOG_LEVEL", "FIRSTMATE_LOG_FORMAT", "FIRSTMATE_ADMINS",
 		"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL",
+		"SLACK_ACCESS", "SLACK_ALLOWED_USERS", "SLACK_ALLOWED_CHANNELS", "SLACK_WORKSPACE_ADMINS",
 		"TELEGRAM_BOT_TOKEN", "TELEGRAM_API_URL", "TELEGRAM_WEBHOOK_URL", "TELEGRAM_WEBHOOK_SECRET",
-		"FIRSTMATE_SANDBOX", "FIRSTMATE_SEARCH_URL"}
+		"TELEGRAM_ACCESS", "TELEGRAM_ALLOWED_USERS", "TELEGRAM_ALLOWED_CHATS", "TELEGRAM_CHAT_ADMINS",
+		"FIRSTMATE_SANDBOX", "FIRSTMATE_SEARCH_URL", "FIRSTMATE_CHANNEL_TOKENS_PER_DAY", "FIRSTMATE_USER_MESSAGES_PER_MINUTE"}
 	var got []string
 	for _, e := range envVars {
 		got = append(got, e.name)

@@ -34,6 +34,8 @@ func (c *Config) problems() []error {
 	v.admins()
 	v.slack()
 	v.telegram()
+	v.access()
+	v.limits()
 	for _, s := range c.secretFields() {
 		if strings.ContainsAny(string(*s.val), " \t\r\n") {
 			v.add(s.key, "contains spaces or a line break; check for a stray newline when it was copied")
@@ -175,21 +177,41 @@ func (v *validator) httpAndLog() {
 func (v *validator) tools() {
 	t := &v.c.Tools
 	v.oneOf("tools.default", string(t.Default), modes...)
-	where := map[string]string{} // tool -> the first key listing it
+	where := map[string]listEntry{} // rule -> the first entry naming it
 	for _, l := range t.lists() {
 		for i, name := range l.names {
 			key := fmt.Sprintf("tools.%s[%d]", l.mode, i)
-			if strings.TrimSpace(name) == "" {
+			rule := ruleName(name)
+			switch rule {
+			case "":
 				v.add(key, "empty tool name; remove it")
 				continue
-			}
-			if first, ok := where[name]; ok {
-				v.add(key, "%q is also in %s; list each tool once", name, first)
+			case agent.DefaultRule:
+				v.add(key, "%q is not a tool or a group; set tools.default instead", name)
 				continue
 			}
-			where[name] = key
+			if first, ok := where[rule]; ok {
+				v.add(key, "%s", alsoIn(name, first, rule))
+				continue
+			}
+			where[rule] = listEntry{key, name}
 		}
 	}
+}
+
+// listEntry is an entry of a tools list: its key and how it was written.
+type listEntry struct{ key, name string }
+
+// alsoIn says that name, the rule rule, is listed twice, first at first.
+func alsoIn(name string, first listEntry, rule string) string {
+	if strings.EqualFold(strings.TrimSpace(first.name), strings.TrimSpace(name)) {
+		return fmt.Sprintf("%q is also in %s; list each tool or group once", name, first.key)
+	}
+	what := "the tool " + rule
+	if g, ok := agent.IsGroupRule(rule); ok {
+		what = "the group " + g
+	}
+	return fmt.Sprintf("%q is also in %s, as %q (both name %s); list each tool or group once", name, first.key, first.name, what)
 }
 
 var modes = []string{string(agent.ToolAllow), string(agent.ToolAsk), string(agent.ToolDeny)}
@@ -355,35 +377,61 @@ func (c *Config) RequireLLM() error {
 	return errors.Join(probs...)
 }
 
-// ValidateTools reports tools in the tools lists that are not among known
-// (the tools this build offers), with the known names.
+// ValidateTools checks the entries of the tools lists against known (the
+// tools this build offers) with agent.ParseRuleName: each must name a tool
+// or a group of them, and no rule may be in two lists (as Validate also
+// says). A problem lists the known names.
 func (c *Config) ValidateTools(known []string) error {
 	sorted := slices.Sorted(slices.Values(known))
 	var probs []error
+	where := map[string]listEntry{} // rule -> the first entry naming it
 	for _, l := range c.Tools.lists() {
 		for i, name := range l.names {
-			if name == "" || slices.Contains(known, name) {
+			key := fmt.Sprintf("tools.%s[%d]", l.mode, i)
+			if strings.TrimSpace(name) == "" {
+				continue // Validate says so
+			}
+			rule, err := agent.ParseRuleName(name, known)
+			if err != nil {
+				probs = append(probs, c.problem(key, "%s", unknownRule(name, sorted)))
 				continue
 			}
-			msg := fmt.Sprintf("unknown tool %q", name)
-			if s := closest(name, sorted); s != "" {
-				msg += fmt.Sprintf("; did you mean %q?", s)
+			if rule == agent.DefaultRule {
+				continue // Validate says so
 			}
-			msg += " Known tools: " + strings.Join(sorted, ", ")
-			probs = append(probs, c.problem(fmt.Sprintf("tools.%s[%d]", l.mode, i), "%s", msg))
+			if first, ok := where[rule]; ok {
+				probs = append(probs, c.problem(key, "%s", alsoIn(name, first, rule)))
+				continue
+			}
+			where[rule] = listEntry{key, name}
 		}
 	}
 	return errors.Join(probs...)
 }
 
-// Mode returns the default policy for the named tool.
-func (t Tools) Mode(name string) agent.ToolMode {
-	for _, l := range t.lists() {
-		if slices.Contains(l.names, name) {
-			return l.mode
+// unknownRule says that name is neither a tool in known nor a group, and
+// what is.
+func unknownRule(name string, known []string) string {
+	s := strings.ToLower(strings.TrimSpace(name))
+	groups := agent.Groups()
+	for _, t := range known {
+		if g := agent.GroupOf(t); g != "" && !slices.Contains(groups, g) {
+			groups = append(groups, g)
 		}
 	}
-	return t.Default
+	what, prefix, candidates := "tool or group", "", slices.Concat(known, groups)
+	if g, ok := agent.IsGroupRule(s); ok {
+		what, prefix, s, candidates = "group", "group:", g, groups
+	} else if t, ok := strings.CutPrefix(s, toolPrefix); ok {
+		what, prefix, s, candidates = "tool", toolPrefix, t, known
+	}
+	msg := fmt.Sprintf("unknown %s %q", what, s)
+	if m := closest(s, candidates); m != "" {
+		msg += fmt.Sprintf("; did you mean %q?", prefix+m)
+	} else {
+		msg += "."
+	}
+	return msg + " Known tools: " + strings.Join(known, ", ") + "; groups: " + strings.Join(groups, ", ")
 }
 
 // Warnings lists settings that work but are probably not what was meant.
@@ -405,6 +453,7 @@ func (c *Config) Warnings() []string {
 			add("store.redis_url", "redis:// to %s sends the password unencrypted; use rediss://", u.Host)
 		}
 	}
+	c.accessWarnings(add)
 	if m := c.meta; m != nil && m.file != "" && len(m.literal) > 0 && m.fileMode&0o077 != 0 {
 		w = append(w, fmt.Sprintf("%s: holds secrets (%s) and other users can read it (mode %04o); chmod 600 it, or set them in the environment",
 			m.file, strings.Join(m.literal, ", "), uint32(m.fileMode)))

@@ -2,6 +2,7 @@ package fakeslack
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -19,7 +20,8 @@ const (
 )
 
 // checkContent applies Slack's limits to the text and blocks of a message.
-// It returns the blocks, nil when the request has none.
+// It returns the blocks, nil when the request has none or "blocks=[]"
+// (which removes an update's blocks).
 func checkContent(p url.Values) (json.RawMessage, string) {
 	if utf8.RuneCountInString(p.Get("text")) > maxTextRunes {
 		return nil, "msg_too_long"
@@ -35,28 +37,140 @@ func checkContent(p url.Values) (json.RawMessage, string) {
 	if len(blocks) > maxBlocks {
 		return nil, "invalid_blocks"
 	}
+	if blockProblem(blocks) != "" {
+		return nil, "invalid_blocks"
+	}
 	markdown := 0
 	for _, b := range blocks {
-		switch b["type"] {
-		case "markdown":
+		if b["type"] == "markdown" {
 			t, _ := b["text"].(string)
 			markdown += utf8.RuneCountInString(t)
-		case "section":
-			if utf8.RuneCountInString(textOf(b["text"])) > maxSectionRunes {
-				return nil, "invalid_blocks"
-			}
-		case "header":
-			if utf8.RuneCountInString(textOf(b["text"])) > maxHeaderRunes {
-				return nil, "invalid_blocks"
-			}
-		case nil, "":
-			return nil, "invalid_blocks"
 		}
 	}
 	if markdown > maxMarkdownRunes {
 		return nil, "invalid_blocks"
 	}
+	if len(blocks) == 0 {
+		return nil, ""
+	}
 	return json.RawMessage(raw), ""
+}
+
+// Block Kit's limits on what the fake checks.
+const (
+	maxActionElements = 25   // elements of one actions block
+	maxButtonText     = 75   // a button's text
+	maxButtonValue    = 2000 // a button's value
+	maxIDLen          = 255  // a block_id or an action_id
+	maxLabelRunes     = 2000 // an input block's label or hint
+	maxOptions        = 100  // options of a static_select
+	maxOptionText     = 75   // an option's text
+	maxOptionValue    = 150  // an option's value
+)
+
+// blockProblem says what is wrong with blocks as Slack would refuse them,
+// "" if nothing: an unknown shape, a block_id used twice, an actions block
+// with more than 25 elements or two of the same action_id, a button or an
+// option over its limits, an input without an element.
+func blockProblem(blocks []map[string]any) string {
+	ids := map[string]bool{}
+	for i, b := range blocks {
+		if id := str(b["block_id"]); id != "" {
+			if ids[id] || len(id) > maxIDLen {
+				return fmt.Sprintf("block %d: block_id %q is used twice or too long", i, id)
+			}
+			ids[id] = true
+		}
+		switch b["type"] {
+		case "section":
+			if utf8.RuneCountInString(textOf(b["text"])) > maxSectionRunes {
+				return fmt.Sprintf("block %d: section text over %d characters", i, maxSectionRunes)
+			}
+		case "header":
+			if utf8.RuneCountInString(textOf(b["text"])) > maxHeaderRunes {
+				return fmt.Sprintf("block %d: header text over %d characters", i, maxHeaderRunes)
+			}
+		case "actions":
+			elems, _ := b["elements"].([]any)
+			if len(elems) == 0 || len(elems) > maxActionElements {
+				return fmt.Sprintf("block %d: an actions block has 1 to %d elements, not %d", i, maxActionElements, len(elems))
+			}
+			actions := map[string]bool{}
+			for j, e := range elems {
+				eo, _ := e.(map[string]any)
+				if p := elementProblem(eo); p != "" {
+					return fmt.Sprintf("block %d element %d: %s", i, j, p)
+				}
+				if id := str(eo["action_id"]); id != "" {
+					if actions[id] {
+						return fmt.Sprintf("block %d: action_id %q is used twice", i, id)
+					}
+					actions[id] = true
+				}
+			}
+		case "input":
+			label, _ := b["label"].(map[string]any)
+			if str(label["type"]) != "plain_text" || textOf(label) == "" || utf8.RuneCountInString(textOf(label)) > maxLabelRunes {
+				return fmt.Sprintf("block %d: an input needs a plain_text label of at most %d characters", i, maxLabelRunes)
+			}
+			if h, ok := b["hint"].(map[string]any); ok && utf8.RuneCountInString(textOf(h)) > maxLabelRunes {
+				return fmt.Sprintf("block %d: hint over %d characters", i, maxLabelRunes)
+			}
+			e, _ := b["element"].(map[string]any)
+			if e == nil {
+				return fmt.Sprintf("block %d: an input needs an element", i)
+			}
+			if p := elementProblem(e); p != "" {
+				return fmt.Sprintf("block %d: %s", i, p)
+			}
+		case nil, "":
+			return fmt.Sprintf("block %d has no type", i)
+		}
+	}
+	return ""
+}
+
+// elementProblem checks an interactive element: a button or a static_select.
+func elementProblem(e map[string]any) string {
+	if len(str(e["action_id"])) > maxIDLen {
+		return "action_id too long"
+	}
+	switch str(e["type"]) {
+	case "":
+		return "an element without a type"
+	case "button":
+		text, _ := e["text"].(map[string]any)
+		if str(text["type"]) != "plain_text" || textOf(text) == "" || utf8.RuneCountInString(textOf(text)) > maxButtonText {
+			return fmt.Sprintf("a button needs plain_text of 1 to %d characters", maxButtonText)
+		}
+		if utf8.RuneCountInString(str(e["value"])) > maxButtonValue {
+			return fmt.Sprintf("a button's value is at most %d characters", maxButtonValue)
+		}
+		switch e["style"] {
+		case nil, "primary", "danger":
+		default:
+			return fmt.Sprintf("style %v is neither primary nor danger", e["style"])
+		}
+	case "static_select":
+		opts, _ := e["options"].([]any)
+		if len(opts) == 0 || len(opts) > maxOptions {
+			return fmt.Sprintf("a static_select has 1 to %d options, not %d", maxOptions, len(opts))
+		}
+		values := map[string]bool{}
+		for _, o := range opts {
+			oo, _ := o.(map[string]any)
+			text, _ := oo["text"].(map[string]any)
+			v := str(oo["value"])
+			if textOf(text) == "" || utf8.RuneCountInString(textOf(text)) > maxOptionText || v == "" || len(v) > maxOptionValue {
+				return "an option needs text of at most 75 characters and a value of at most 150"
+			}
+			values[v] = true
+		}
+		if init, ok := e["initial_option"].(map[string]any); ok && !values[str(init["value"])] {
+			return fmt.Sprintf("initial_option %q is not one of the options", str(init["value"]))
+		}
+	}
+	return ""
 }
 
 // textOf reads the text of a text object {"type":"mrkdwn","text":"…"}.

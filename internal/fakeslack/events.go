@@ -110,10 +110,15 @@ func (s *Server) userEvent(typ, channel, user, text string) Event {
 	s.mu.Lock()
 	ts := s.nextTSLocked()
 	ct := s.channelTypeLocked(channel)
+	team := s.userTeamLocked(user)
 	s.mu.Unlock()
 	d := map[string]any{
 		"type": typ, "user": user, "text": text, "ts": ts, "event_ts": ts, "channel": channel,
-		"team": s.teamID, "client_msg_id": uuid(),
+		"team": team, "client_msg_id": uuid(),
+	}
+	if team != s.teamID {
+		// A person of another organisation in a shared channel.
+		d["user_team"], d["source_team"] = team, team
 	}
 	if blocks := richText(text); blocks != nil {
 		d["blocks"] = blocks
@@ -307,7 +312,8 @@ func (s *Server) SendEvent(ev any) string {
 }
 
 // SlashCommand builds the slash command a user types in a channel, with a
-// response_url on the fake (see Responses).
+// response_url on the fake (see Responses) and a trigger_id that views.open
+// accepts once, within three seconds.
 func (s *Server) SlashCommand(channel, user, command, text string) slack.SlashCommand {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -319,8 +325,8 @@ func (s *Server) SlashCommand(channel, user, command, text string) slack.SlashCo
 	return slack.SlashCommand{
 		Token: s.verificationToken, TeamID: s.teamID, TeamDomain: s.teamDomain, ChannelID: channel,
 		ChannelName: name, UserID: user, UserName: s.users[user].Name, Command: command, Text: text,
-		ResponseURL: s.srv.URL + responsePath + randomID("", 12),
-		TriggerID:   fmt.Sprintf("%d.%d.%s", time.Now().Unix(), time.Now().UnixNano()%1e9, randomID("", 16)),
+		ResponseURL: s.responseURLLocked(responseTarget{channel: channel, user: user}),
+		TriggerID:   s.triggerLocked(user),
 		APIAppID:    s.appID,
 	}
 }
@@ -337,10 +343,18 @@ func (s *Server) SendSlashCommand(cmd slack.SlashCommand) string {
 }
 
 // SendInteractive delivers an interaction (block_actions, view_submission,
-// shortcut…) over Socket Mode and returns the envelope's ID. payload is a
-// slack.InteractionCallback or anything that marshals to the payload.
+// shortcut…) over Socket Mode and returns the envelope's ID; the ack's
+// payload (WaitAck) is the app's answer, such as a view submission's
+// response_action. payload is an Interaction from [Server.Click] or
+// [Server.SubmitView], a slack.InteractionCallback, raw JSON (sent as it
+// is: a test can send any JSON value Slack would never send), or anything
+// that marshals to the payload. SendInteractive panics on a payload that
+// is not JSON: a Socket Mode frame cannot carry it.
 func (s *Server) SendInteractive(payload any) string {
 	raw, err := marshalInteraction(payload)
+	if err == nil && !json.Valid(raw) {
+		err = fmt.Errorf("the payload is not JSON: %.100q", raw)
+	}
 	if err != nil {
 		panic("fakeslack: SendInteractive: " + err.Error())
 	}
@@ -348,9 +362,20 @@ func (s *Server) SendInteractive(payload any) string {
 }
 
 func marshalInteraction(payload any) ([]byte, error) {
-	// InteractionCallback marshals itself only through a pointer.
-	if cb, ok := payload.(slack.InteractionCallback); ok {
-		return json.Marshal(&cb)
+	switch p := payload.(type) {
+	case Interaction:
+		return marshalInteraction(p.Payload)
+	case *Interaction:
+		return marshalInteraction(p.Payload)
+	case slack.InteractionCallback:
+		// InteractionCallback marshals itself only through a pointer.
+		return json.Marshal(&p)
+	case json.RawMessage:
+		return p, nil
+	case []byte:
+		return p, nil
+	case string:
+		return []byte(p), nil
 	}
 	return json.Marshal(payload)
 }

@@ -7,9 +7,10 @@
 // chat.update, chat.postEphemeral, chat.delete, chat.startStream,
 // chat.appendStream, chat.stopStream, reactions.add and .remove,
 // conversations.replies and .info, users.info, assistant.threads.setStatus,
-// files upload v2 and apps.connections.open) with Slack's error codes and
-// limits (msg_too_long over 40,000 characters of text, invalid_blocks over
-// 12,000 characters of markdown blocks). Any other method answers
+// files upload v2, views.open and apps.connections.open) with Slack's
+// error codes and limits (msg_too_long over 40,000 characters of text,
+// invalid_blocks over 12,000 characters of markdown blocks or for a
+// malformed actions block, invalid_arguments for a malformed modal). Any other method answers
 // unknown_method. Every call is recorded; messages are kept with edits
 // applied, so a test reads a thread as a person would see it. Faults can be
 // scripted per method: a storm of HTTP 429 with Retry-After, or error answers.
@@ -27,6 +28,15 @@
 // make realistic payloads: [Server.Mention], [Server.UserMessage],
 // [Server.DirectMessage], [Server.BotMessage], [Server.MessageChanged],
 // [Server.MessageDeleted], [Event.WithFiles].
+//
+// Interactivity: buttons in a message's actions blocks are read with
+// [Message.Buttons]; [Server.Click] builds the block_actions payload of a
+// person clicking one, [Server.SubmitView] the view_submission of a modal
+// the app opened with views.open ([Server.Views]). Deliver them with
+// [Server.SendInteractive] (Socket Mode; the ack's payload is the app's
+// answer) or [Server.DeliverHTTP] (signed, form-encoded). A response_url
+// given with a click replaces or deletes the clicked message, ephemeral or
+// not, as Slack's does.
 //
 // A test:
 //
@@ -78,15 +88,21 @@ type TB interface {
 	Cleanup(func())
 }
 
-// User is a member of the fake workspace.
+// User is a member of the fake workspace, or of another organisation's
+// workspace in a shared channel (Slack Connect) when TeamID is another.
 type User struct {
-	ID       string
-	Name     string // the handle, "alice"
-	RealName string
-	IsAdmin  bool
-	IsOwner  bool
-	IsBot    bool
-	BotID    string // for a bot user, its B… ID
+	ID             string
+	Name           string // the handle, "alice"
+	RealName       string
+	IsAdmin        bool
+	IsOwner        bool
+	IsPrimaryOwner bool
+	IsBot          bool
+	BotID          string // for a bot user, its B… ID
+	// TeamID is the user's workspace; empty means the fake's own. A user
+	// of another team writes with user_team and source_team set, as in a
+	// Slack Connect channel, and users.info answers their team_id.
+	TeamID string
 }
 
 // Channel types, as the channel_type field of message events names them.
@@ -165,6 +181,24 @@ func WithTokens(bot, app string) Option {
 
 // WithUser adds a user, or replaces the one with the same ID.
 func WithUser(u User) Option { return func(s *Server) { s.users[u.ID] = u } }
+
+// SetUser adds a user, or replaces the one with the same ID, while the
+// fake runs: an admin demoted, a member made owner.
+func (s *Server) SetUser(u User) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users[u.ID] = u
+	s.notifyLocked()
+}
+
+// userTeamLocked is the team of a user: its own, or the fake's. s.mu must
+// be held.
+func (s *Server) userTeamLocked(id string) string {
+	if t := s.users[id].TeamID; t != "" {
+		return t
+	}
+	return s.teamID
+}
 
 // WithChannel adds a channel, or replaces the one with the same ID.
 func WithChannel(c Channel) Option {

@@ -168,6 +168,9 @@ func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request, id str
 	}
 	s.mu.Lock()
 	s.store.responses = append(s.store.responses, Response{URL: s.srv.URL + responsePath + id, Body: body, At: time.Now()})
+	if t, ok := s.store.targets[id]; ok {
+		s.respondLocked(t, body)
+	}
 	s.notifyLocked()
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, object{"ok": true})

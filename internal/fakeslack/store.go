@@ -64,7 +64,8 @@ type Status struct {
 	At              time.Time
 }
 
-// Ephemeral is a message posted with chat.postEphemeral.
+// Ephemeral is a message posted with chat.postEphemeral, in its latest
+// version: a response_url of a click on it can replace or delete it.
 type Ephemeral struct {
 	Channel  string
 	User     string
@@ -73,6 +74,8 @@ type Ephemeral struct {
 	Blocks   json.RawMessage
 	TS       string
 	At       time.Time
+	Edits    int  // replaced through a response_url
+	Deleted  bool // deleted through a response_url
 }
 
 // Response is a POST to a response_url of a slash command or interaction.
@@ -94,6 +97,9 @@ type store struct {
 	files      map[string]*File // every file by ID: hosted, uploaded or shared
 	shared     []string         // IDs of files completed by files.completeUploadExternal, in order
 	uploads    map[string]*upload
+	views      []*View
+	triggers   map[string]*trigger
+	targets    map[string]responseTarget // response URL IDs
 }
 
 // upload is a file between files.getUploadURLExternal and
@@ -110,6 +116,8 @@ func (st *store) init() {
 	st.reactions = map[msgKey][]string{}
 	st.files = map[string]*File{}
 	st.uploads = map[string]*upload{}
+	st.triggers = map[string]*trigger{}
+	st.targets = map[string]responseTarget{}
 }
 
 func (st *store) put(m *Message) { st.msgs[msgKey{m.Channel, m.TS}] = m }

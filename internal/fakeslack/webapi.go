@@ -266,7 +266,7 @@ func knownMethod(m string) bool {
 		"chat.startStream", "chat.appendStream", "chat.stopStream",
 		"reactions.add", "reactions.remove",
 		"conversations.replies", "conversations.info", "users.info",
-		"assistant.threads.setStatus",
+		"assistant.threads.setStatus", "views.open",
 		"files.getUploadURLExternal", "files.completeUploadExternal":
 		return true
 	}
@@ -307,6 +307,8 @@ func (s *Server) handleLocked(method string, c *apiCall) (object, string) {
 		return s.usersInfoLocked(c.p)
 	case "assistant.threads.setStatus":
 		return s.setStatusLocked(c.p)
+	case "views.open":
+		return s.viewsOpenLocked(c.p)
 	case "files.getUploadURLExternal":
 		return s.uploadURLLocked(c.p)
 	case "files.completeUploadExternal":
@@ -461,13 +463,17 @@ func (s *Server) wireChannel(c Channel) object {
 }
 
 func (s *Server) wireUser(u User) object {
-	profile := object{"real_name": u.RealName, "display_name": u.Name, "team": s.teamID}
+	team := u.TeamID
+	if team == "" {
+		team = s.teamID
+	}
+	profile := object{"real_name": u.RealName, "display_name": u.Name, "team": team}
 	if u.IsBot {
 		profile["bot_id"] = u.BotID
 	}
 	return object{
-		"id": u.ID, "team_id": s.teamID, "name": u.Name, "real_name": u.RealName, "deleted": false,
-		"is_admin": u.IsAdmin, "is_owner": u.IsOwner, "is_primary_owner": false, "is_restricted": false,
+		"id": u.ID, "team_id": team, "name": u.Name, "real_name": u.RealName, "deleted": false,
+		"is_admin": u.IsAdmin, "is_owner": u.IsOwner, "is_primary_owner": u.IsPrimaryOwner, "is_restricted": false,
 		"is_ultra_restricted": false, "is_bot": u.IsBot, "is_app_user": false, "tz": "Europe/London",
 		"tz_offset": 0, "profile": profile,
 	}

@@ -101,7 +101,8 @@ var methods = func() map[string]string {
 		"getMe", "getUpdates", "setWebhook", "deleteWebhook", "getWebhookInfo",
 		"sendMessage", "editMessageText", "deleteMessage", "sendChatAction",
 		"sendMessageDraft", "sendDocument", "getFile", "setMyCommands",
-		"getMyCommands", "answerCallbackQuery",
+		"getMyCommands", "answerCallbackQuery", "editMessageReplyMarkup",
+		"getChatAdministrators",
 	} {
 		m[strings.ToLower(name)] = name
 	}
@@ -337,6 +338,10 @@ func (s *Server) handleLocked(req *request) (any, *apiError) {
 		return s.getMyCommandsLocked(req)
 	case "answerCallbackQuery":
 		return s.answerCallbackLocked(req)
+	case "editMessageReplyMarkup":
+		return s.editMessageReplyMarkupLocked(req)
+	case "getChatAdministrators":
+		return s.getChatAdministratorsLocked(req)
 	}
 	return nil, errNotFound
 }

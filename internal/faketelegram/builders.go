@@ -186,25 +186,62 @@ func (s *Server) MyChatMember(chat, from int64, oldStatus, newStatus string) Upd
 
 // CallbackQuery queues a user's press of an inline keyboard button with
 // data, on the message with id (one the bot sent with reply_markup) in a
-// chat. The bot answers it with answerCallbackQuery.
+// chat, through getUpdates or the webhook, whichever the bot uses. The
+// message comes as the fake keeps it (a topic's message with its
+// message_thread_id); a message the fake does not know or that was
+// deleted comes as an InaccessibleMessage (chat, message_id, date 0), as
+// Telegram sends the button of a message too old to show. The bot answers
+// the query with answerCallbackQuery (see [Server.WaitCallbackAnswer]),
+// once.
 func (s *Server) CallbackQuery(chat, from int64, messageID int, data string) Update {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cs := s.store.learnChat(chat)
-	s.store.nextQuery++
-	q := &CallbackQuery{
-		ID:           fmt.Sprintf("%d%06d", from, s.store.nextQuery),
-		From:         s.store.user(from),
-		ChatInstance: fmt.Sprint(4000000000000000000 + chat),
-		Data:         data,
-	}
-	if m := cs.msgs[messageID]; m != nil {
+	q := s.newQueryLocked(from, data)
+	if m := cs.msgs[messageID]; m != nil && !m.Deleted {
 		q.Message = m.clone()
 	} else {
-		q.Message = &Message{MessageID: messageID, Chat: cs.chat, Date: time.Now().Unix()}
+		q.Message = &Message{MessageID: messageID, Chat: cs.chat}
 	}
-	s.store.queries[q.ID] = true
+	q.ChatInstance = fmt.Sprint(4000000000000000000 + chat)
 	return s.enqueueLocked(Update{CallbackQuery: q})
+}
+
+// InlineCallbackQuery queues a press of a button with data under a
+// message sent in inline mode: no message, an inline_message_id.
+func (s *Server) InlineCallbackQuery(from int64, inlineMessageID, data string) Update {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.newQueryLocked(from, data)
+	q.InlineMessageID = inlineMessageID
+	q.ChatInstance = fmt.Sprint(5000000000000000000 + from)
+	return s.enqueueLocked(Update{CallbackQuery: q})
+}
+
+// newQueryLocked is a new callback query of user from, which the bot may
+// answer. s.mu must be held.
+func (s *Server) newQueryLocked(from int64, data string) *CallbackQuery {
+	s.store.nextQuery++
+	q := &CallbackQuery{ID: fmt.Sprintf("%d%06d", from, s.store.nextQuery), From: s.store.user(from), Data: data}
+	s.store.queries[q.ID] = true
+	return q
+}
+
+// PressButton queues a user's press of the button labelled text (or
+// whose label starts with text, see [Message.Button]) under the bot's
+// message with id in a chat, with the button's callback_data, as
+// [Server.CallbackQuery] does. It fails if the message is unknown, deleted
+// or has no such button that sends a callback.
+func (s *Server) PressButton(chat, from int64, messageID int, text string) (Update, error) {
+	m, ok := s.Message(chat, messageID)
+	if !ok || m.Deleted {
+		return Update{}, fmt.Errorf("faketelegram: no message %d in chat %d", messageID, chat)
+	}
+	b, ok := m.Button(text)
+	if !ok || b.CallbackData == "" {
+		return Update{}, fmt.Errorf("faketelegram: message %d in chat %d has no button %q with callback data (keyboard %s)", messageID, chat, text, m.ReplyMarkup)
+	}
+	return s.CallbackQuery(chat, from, messageID, b.CallbackData), nil
 }
 
 // userMessage stores and queues a message of user from in chat.

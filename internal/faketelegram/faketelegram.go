@@ -7,10 +7,11 @@
 // [Server.APIEndpoint]), as form fields, multipart uploads, query
 // parameters or JSON bodies; method names are case-insensitive, as in
 // Telegram. The fake answers getMe, getUpdates, sendMessage,
-// editMessageText, deleteMessage, sendChatAction, sendMessageDraft,
-// sendDocument, getFile, setWebhook, deleteWebhook, getWebhookInfo,
-// setMyCommands, getMyCommands and answerCallbackQuery with Telegram's
-// errors and limits; files are downloaded from
+// editMessageText, editMessageReplyMarkup, deleteMessage, sendChatAction,
+// sendMessageDraft, sendDocument, getFile, setWebhook, deleteWebhook,
+// getWebhookInfo, setMyCommands, getMyCommands, answerCallbackQuery and
+// getChatAdministrators with Telegram's errors and limits; files are
+// downloaded from
 // URL()+"/file/bot<token>/<file_path>". Any other method answers 404, and
 // a wrong token 401.
 //
@@ -29,11 +30,23 @@
 // stripped, entities unescaped) may have at most 4096 UTF-16 code units.
 // Markdown and MarkdownV2 are accepted but not parsed.
 //
+// Inline keyboards (reply_markup with inline_keyboard) are checked as
+// Telegram checks them and kept with the message ([Message.Keyboard],
+// [Message.Button]); editMessageText without reply_markup removes the
+// keyboard, as Telegram does, and editMessageReplyMarkup changes or
+// removes it. A press of a button is a callback_query update
+// ([Server.CallbackQuery], [Server.PressButton]); answerCallbackQuery is
+// recorded ([Server.CallbackAnswer], [Server.WaitCallbackAnswer]) and a
+// query can be answered once. getChatAdministrators answers the admins
+// set with [Server.SetChatAdmins] (Alice created the fake's groups and
+// channel).
+//
 // Builders make realistic updates and queue them: [Server.PrivateMessage],
 // [Server.GroupMessage], [Server.Mention], [Server.Reply],
 // [Server.Command], [Server.TopicMessage], [Server.BotMessage],
 // [Server.EditMessage], [Server.ChannelPost], [Server.Document],
-// [Server.Photo], [Server.MyChatMember], [Server.CallbackQuery]. Every
+// [Server.Photo], [Server.MyChatMember], [Server.CallbackQuery],
+// [Server.PressButton], [Server.InlineCallbackQuery]. Every
 // call is recorded; messages are kept per chat with edits applied. Faults
 // can be scripted per method: 429 with retry_after, any error answer, or
 // a dropped connection.
@@ -148,6 +161,12 @@ func WithUser(u User) Option { return func(s *Server) { s.store.users[u.ID] = u 
 // WithChat adds a group, supergroup or channel, or replaces the one with
 // the same ID.
 func WithChat(c Chat) Option { return func(s *Server) { s.store.addChat(c) } }
+
+// WithChatAdmins makes users the administrators of a chat, the first its
+// creator; see [Server.SetChatAdmins].
+func WithChatAdmins(chat int64, users ...int64) Option {
+	return func(s *Server) { s.store.admins[chat] = append([]int64(nil), users...) }
+}
 
 // WithWebhookDelivery makes the fake POST updates to the webhook while
 // one is set, as Telegram does: one at a time, in order, each with the

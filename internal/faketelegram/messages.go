@@ -83,7 +83,8 @@ type store struct {
 	documents []SentDocument
 	drafts    []Draft
 	answers   []CallbackAnswer
-	queries   map[string]bool // callback queries not answered yet
+	queries   map[string]bool   // callback queries not answered yet
+	admins    map[int64][]int64 // chat administrators, the creator first
 	nextQuery int
 	commands  map[string][]BotCommand // by scope and language
 	downloads []string
@@ -114,6 +115,7 @@ func (st *store) init() {
 	st.files = map[string]*File{}
 	st.paths = map[string]*File{}
 	st.queries = map[string]bool{}
+	st.admins = map[int64][]int64{Group: {Alice}, Forum: {Alice}, Channel: {Alice}, BasicGroup: {Alice}}
 	st.commands = map[string][]BotCommand{}
 }
 
@@ -256,20 +258,63 @@ func (s *Server) replyTargetLocked(cs *chatState, p url.Values) (*Message, *apiE
 	return nil, badRequest("message to be replied not found")
 }
 
+// Limits of an inline keyboard.
+const (
+	MaxCallbackData    = 64  // bytes of a button's callback_data
+	MaxKeyboardButtons = 100 // buttons of one inline keyboard
+	MaxCallbackText    = 200 // characters of an answerCallbackQuery text
+)
+
 // inlineMarkup is the inline keyboard of reply_markup, normalized, or nil
-// when there is none; other keyboards are not kept with a message.
+// when there is none; other keyboards are not kept with a message. It
+// checks the keyboard as Telegram does: rows of buttons, each with a text
+// and an action, callback_data of 1-64 bytes, at most 100 buttons.
 func inlineMarkup(p url.Values) (json.RawMessage, *apiError) {
 	raw := jsonParam(p, "reply_markup")
 	if raw == nil {
 		return nil, nil
 	}
-	var m map[string]any
+	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, badRequest("can't parse reply keyboard markup JSON object")
 	}
-	kb, ok := m["inline_keyboard"]
+	kbRaw, ok := m["inline_keyboard"]
 	if !ok {
 		return nil, nil
+	}
+	var kb [][]map[string]any
+	if err := json.Unmarshal(kbRaw, &kb); err != nil {
+		return nil, badRequest("can't parse inline keyboard button: Field \"inline_keyboard\" must be an Array of Arrays of Objects")
+	}
+	n := 0
+	for _, row := range kb {
+		for _, b := range row {
+			n++
+			if text, _ := b["text"].(string); text == "" {
+				return nil, badRequest("BUTTON_TEXT_INVALID")
+			}
+			actions := 0
+			for k := range b {
+				if k != "text" && k != "style" && k != "icon_custom_emoji_id" {
+					actions++
+				}
+			}
+			if actions == 0 {
+				return nil, badRequest("can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard")
+			}
+			if v, ok := b["callback_data"]; ok {
+				data, isString := v.(string)
+				if !isString || data == "" || len(data) > MaxCallbackData {
+					return nil, badRequest("BUTTON_DATA_INVALID")
+				}
+			}
+		}
+	}
+	if n > MaxKeyboardButtons {
+		return nil, badRequest("reply markup is too long")
+	}
+	if n == 0 {
+		return nil, nil // an empty keyboard is none
 	}
 	out, _ := json.Marshal(map[string]any{"inline_keyboard": kb})
 	return out, nil
@@ -331,7 +376,8 @@ func (s *Server) sendMessageLocked(req *request) (any, *apiError) {
 // NotModified is Telegram's answer to an edit that changes nothing.
 const NotModified = "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"
 
-func (s *Server) editMessageTextLocked(req *request) (any, *apiError) {
+// editableLocked is the bot's message an edit names, or Telegram's error.
+func (s *Server) editableLocked(req *request) (*Message, *apiError) {
 	if req.p.Get("inline_message_id") != "" {
 		return nil, badRequest("MESSAGE_ID_INVALID")
 	}
@@ -350,6 +396,14 @@ func (s *Server) editMessageTextLocked(req *request) (any, *apiError) {
 	if !m.FromBot(s.bot.ID) {
 		return nil, badRequest("message can't be edited")
 	}
+	return m, nil
+}
+
+func (s *Server) editMessageTextLocked(req *request) (any, *apiError) {
+	m, aerr := s.editableLocked(req)
+	if aerr != nil {
+		return nil, aerr
+	}
 	if m.Text == "" {
 		return nil, badRequest("there is no text in the message to edit")
 	}
@@ -366,6 +420,25 @@ func (s *Server) editMessageTextLocked(req *request) (any, *apiError) {
 	}
 	m.Text, m.Entities, m.Source, m.ParseMode, m.ReplyMarkup = f.text, f.entities, f.source, f.mode, markup
 	m.Edits++
+	m.EditDate = time.Now().Unix()
+	return m.clone(), nil
+}
+
+// editMessageReplyMarkupLocked changes a message's inline keyboard, or
+// removes it when reply_markup is absent.
+func (s *Server) editMessageReplyMarkupLocked(req *request) (any, *apiError) {
+	m, aerr := s.editableLocked(req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	markup, aerr := inlineMarkup(req.p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if bytes.Equal(markup, m.ReplyMarkup) {
+		return nil, &apiError{code: http.StatusBadRequest, desc: NotModified}
+	}
+	m.ReplyMarkup = markup
 	m.EditDate = time.Now().Unix()
 	return m.clone(), nil
 }
@@ -592,6 +665,9 @@ func (s *Server) answerCallbackLocked(req *request) (any, *apiError) {
 	if !s.store.queries[id] {
 		return nil, badRequest("query is too old and response timeout expired or query ID is invalid")
 	}
+	if utf16Count(req.p.Get("text")) > MaxCallbackText {
+		return nil, badRequest("MESSAGE_TOO_LONG")
+	}
 	delete(s.store.queries, id)
 	cacheTime, _ := intParam(req.p, "cache_time")
 	s.store.answers = append(s.store.answers, CallbackAnswer{
@@ -718,6 +794,68 @@ func (s *Server) CallbackAnswers() []CallbackAnswer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.store.answers)
+}
+
+// CallbackAnswer returns the answer the bot gave to the callback query
+// with id (an Update's CallbackQuery.ID); ok is false if it gave none.
+func (s *Server) CallbackAnswer(queryID string) (a CallbackAnswer, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.store.answers {
+		if a.QueryID == queryID {
+			return a, true
+		}
+	}
+	return CallbackAnswer{}, false
+}
+
+// WaitCallbackAnswer waits until the bot answered the callback query with
+// id and returns the answer; ok is false if timeout passed first.
+func (s *Server) WaitCallbackAnswer(queryID string, timeout time.Duration) (a CallbackAnswer, ok bool) {
+	s.WaitFor(timeout, func() bool {
+		a, ok = s.CallbackAnswer(queryID)
+		return ok
+	})
+	return a, ok
+}
+
+// SetChatAdmins makes users the administrators of a group, supergroup or
+// channel, as getChatAdministrators answers them: the first is its
+// creator, the others administrators. No users: the chat has none. Alice
+// is the creator of the fake's own groups and channel unless set.
+func (s *Server) SetChatAdmins(chat int64, users ...int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.store.admins[chat] = slices.Clone(users)
+	s.notifyLocked()
+}
+
+func (s *Server) getChatAdministratorsLocked(req *request) (any, *apiError) {
+	cs, aerr := s.targetChatLocked(req.p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if cs.chat.Type == ChatPrivate {
+		return nil, badRequest("there are no administrators in the private chat")
+	}
+	out := []map[string]any{}
+	for i, id := range s.store.admins[cs.chat.ID] {
+		m := map[string]any{"user": s.store.user(id), "is_anonymous": false}
+		if i == 0 {
+			m["status"] = "creator"
+		} else {
+			m["status"] = "administrator"
+			m["can_be_edited"] = false
+			m["can_manage_chat"] = true
+			m["can_delete_messages"] = true
+			m["can_restrict_members"] = true
+			m["can_promote_members"] = false
+			m["can_change_info"] = true
+			m["can_invite_users"] = true
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 // Commands returns the bot's commands for the default scope and every

@@ -3,6 +3,7 @@ package faketelegram
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -168,13 +169,63 @@ type ChatMemberUpdated struct {
 	NewChatMember ChatMember `json:"new_chat_member"`
 }
 
-// CallbackQuery is a press of an inline keyboard button.
+// CallbackQuery is a press of an inline keyboard button. Message is the
+// message the button is under; when that message is too old or gone it is
+// an InaccessibleMessage, as Telegram sends it: chat and message_id, date
+// 0, nothing else. A button of a message sent in inline mode has
+// InlineMessageID instead of Message.
 type CallbackQuery struct {
-	ID           string   `json:"id"`
-	From         User     `json:"from"`
-	Message      *Message `json:"message,omitempty"`
-	ChatInstance string   `json:"chat_instance"`
-	Data         string   `json:"data,omitempty"`
+	ID              string   `json:"id"`
+	From            User     `json:"from"`
+	Message         *Message `json:"message,omitempty"`
+	InlineMessageID string   `json:"inline_message_id,omitempty"`
+	ChatInstance    string   `json:"chat_instance"`
+	Data            string   `json:"data,omitempty"`
+}
+
+// InlineKeyboardButton is one button of an inline keyboard, as a message
+// keeps it in reply_markup.
+type InlineKeyboardButton struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data,omitempty"`
+	URL          string `json:"url,omitempty"`
+	Style        string `json:"style,omitempty"` // danger, success, primary
+}
+
+// Keyboard is the message's inline keyboard, row by row; nil when it has
+// none.
+func (m Message) Keyboard() [][]InlineKeyboardButton {
+	if len(m.ReplyMarkup) == 0 {
+		return nil
+	}
+	var kb struct {
+		InlineKeyboard [][]InlineKeyboardButton `json:"inline_keyboard"`
+	}
+	if json.Unmarshal(m.ReplyMarkup, &kb) != nil {
+		return nil
+	}
+	return kb.InlineKeyboard
+}
+
+// Button is the message's inline keyboard button labelled text, or
+// failing that the first whose label starts with text ("exec" finds
+// "exec: ask"); ok is false when there is none.
+func (m Message) Button(text string) (b InlineKeyboardButton, ok bool) {
+	var prefixed *InlineKeyboardButton
+	for _, row := range m.Keyboard() {
+		for _, b := range row {
+			if b.Text == text {
+				return b, true
+			}
+			if prefixed == nil && strings.HasPrefix(b.Text, text) {
+				prefixed = &b
+			}
+		}
+	}
+	if prefixed != nil {
+		return *prefixed, true
+	}
+	return InlineKeyboardButton{}, false
 }
 
 // Update is one incoming update. Exactly one of the optional fields is set.

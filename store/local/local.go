@@ -5,7 +5,8 @@
 // Every method touches the file in one bbolt transaction, so each step is
 // atomic as a Redis script is. TTLs are expiry timestamps checked on every read, which makes
 // them exact; a sweeper goroutine deletes expired records now and then only so
-// that the file does not grow without bound.
+// that the file does not grow without bound. The audit log is capped by
+// length (WithAuditCap): each append deletes what falls past the cap.
 //
 // Leases live in memory. Only one process can open the file (bbolt holds an
 // exclusive lock on it), so memory is as shared as a lease needs to be, and a
@@ -29,6 +30,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/internal/storejson"
 )
 
@@ -59,9 +61,10 @@ const lockWait = time.Second
 // Store is an agent.Store in a bbolt file. Open it with Open and Close it when
 // done.
 type Store struct {
-	db     *bbolt.DB
-	ret    agent.Retention
-	leases leases
+	db       *bbolt.DB
+	ret      agent.Retention
+	auditCap int
+	leases   leases
 
 	stop      chan struct{} // closed by Close to stop the sweeper
 	done      chan struct{} // closed by the sweeper when it returns
@@ -71,14 +74,27 @@ type Store struct {
 
 var _ agent.Store = (*Store)(nil)
 
+// Option configures a Store at Open.
+type Option func(*Store)
+
+// WithAuditCap sets how many audit entries the store keeps (the newest);
+// storegov.DefaultAuditCap (100000) if n <= 0.
+func WithAuditCap(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.auditCap = n
+		}
+	}
+}
+
 // Open opens or creates the store at path, creating its directory. If another
 // process has the file open, Open fails with ErrInUse within about a second
 // instead of hanging.
-func Open(path string, ret agent.Retention) (*Store, error) {
-	return open(path, ret, lockWait)
+func Open(path string, ret agent.Retention, opts ...Option) (*Store, error) {
+	return open(path, ret, lockWait, opts...)
 }
 
-func open(path string, ret agent.Retention, wait time.Duration) (*Store, error) {
+func open(path string, ret agent.Retention, wait time.Duration, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("local store: %w", err)
 	}
@@ -90,7 +106,7 @@ func open(path string, ret agent.Retention, wait time.Duration) (*Store, error) 
 		return nil, fmt.Errorf("local store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketSeen, bucketSessions, bucketSettings} {
+		for _, name := range append([][]byte{bucketSeen, bucketSessions, bucketSettings}, governBuckets...) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -102,11 +118,15 @@ func open(path string, ret agent.Retention, wait time.Duration) (*Store, error) 
 		return nil, fmt.Errorf("local store %s: %w", path, err)
 	}
 	s := &Store{
-		db:     db,
-		ret:    ret.WithDefaults(),
-		leases: leases{m: map[string]lease{}},
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		db:       db,
+		ret:      ret.WithDefaults(),
+		auditCap: storegov.DefaultAuditCap,
+		leases:   leases{m: map[string]lease{}},
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	go s.sweepLoop(sweepInterval(s.ret))
 	return s, nil
@@ -495,13 +515,11 @@ func (s *Store) SetSettings(ctx context.Context, channel agent.SessionKey, cs ag
 }
 
 func getSettings(tx *bbolt.Tx, channel agent.SessionKey) (agent.ChannelSettings, error) {
-	var cs agent.ChannelSettings
 	data := tx.Bucket(bucketSettings).Get([]byte(channel.Channel().String()))
 	if data == nil {
-		return cs, nil
+		return agent.ChannelSettings{}, nil
 	}
-	err := json.Unmarshal(data, &cs)
-	return cs, err
+	return storegov.DecodeSettings(data)
 }
 
 // readSession returns key's session bucket, or nil if there is none or it
@@ -670,7 +688,9 @@ func (s *Store) sweepLoop(every time.Duration) {
 	}
 }
 
-// sweep deletes dedup records, sessions and leases that expired before now.
+// sweep deletes dedup records, sessions, leases and governance records
+// (pairings, Once marks, Hit counters, approvals, usage counts) that expired
+// before now.
 func (s *Store) sweep(now time.Time) error {
 	s.leases.mu.Lock()
 	for k, l := range s.leases.m {
@@ -709,6 +729,6 @@ func (s *Store) sweep(now time.Time) error {
 				return err
 			}
 		}
-		return nil
+		return sweepGovern(tx, now)
 	})
 }

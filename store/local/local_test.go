@@ -15,8 +15,8 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, ret agent.Retention) agent.Store {
-		s, err := Open(filepath.Join(t.TempDir(), "firstmate.db"), ret)
+	storetest.Run(t, func(t *testing.T, c storetest.Config) agent.Store {
+		s, err := Open(filepath.Join(t.TempDir(), "firstmate.db"), c.Retention, WithAuditCap(c.AuditCap))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,5 +199,120 @@ func BenchmarkTurn(b *testing.B) {
 		if _, err := s.Release(ctx, key, "w"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestSweepDeletesExpiredGovernRecords(t *testing.T) {
+	s, _ := openTemp(t, agent.Retention{})
+	ctx := t.Context()
+	now := time.Now()
+	if err := s.Allow(ctx, agent.Grant{Platform: "telegram", Kind: agent.GrantUser, ID: "42"}); err != nil {
+		t.Fatal(err)
+	}
+	p := agent.Pairing{Code: "K7QP-M2XD", Platform: "telegram", Kind: agent.GrantUser, ID: "43", Created: now, Expires: now.Add(time.Hour)}
+	if _, _, err := s.Pair(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Once(ctx, "refused", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Hit(ctx, "msgs", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddUsage(ctx, key, "2025-03-04", 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutApproval(ctx, agent.Approval{ID: "a1", Key: key, Deadline: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Audit(ctx, agent.AuditEntry{Action: agent.AuditPolicySet}); err != nil {
+		t.Fatal(err)
+	}
+	counts := func() map[string]int {
+		t.Helper()
+		out := map[string]int{}
+		err := s.db.View(func(tx *bbolt.Tx) error {
+			for _, b := range governBuckets {
+				out[string(b)] = count(tx.Bucket(b))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if err := s.sweep(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for b, n := range counts() {
+		if n != 1 {
+			t.Errorf("before expiry: bucket %s has %d records, want 1", b, n)
+		}
+	}
+	if err := s.sweep(time.Now().Add(9 * 24 * time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for b, n := range counts() {
+		want := 0
+		if b == string(bucketGrants) || b == string(bucketAudit) {
+			want = 1 // they do not expire
+		}
+		if n != want {
+			t.Errorf("after expiry: bucket %s has %d records, want %d", b, n, want)
+		}
+	}
+}
+
+func TestAuditCapAcrossReopen(t *testing.T) {
+	s, path := openTemp(t, agent.Retention{})
+	ctx := t.Context()
+	for i := range 10 {
+		if err := s.Audit(ctx, agent.AuditEntry{Action: "test", Detail: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	// A smaller cap applies at once to what is read, and to what is kept
+	// at the next append.
+	s, err := Open(path, agent.Retention{}, WithAuditCap(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.AuditLog(ctx, agent.AuditQuery{})
+	if err != nil || len(got) != 3 || got[0].Detail != "7" {
+		t.Fatalf("AuditLog after reopening with a smaller cap = %d entries, %v", len(got), err)
+	}
+	if err := s.Audit(ctx, agent.AuditEntry{Action: "test", Detail: "10"}); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	s.db.View(func(tx *bbolt.Tx) error { n = count(tx.Bucket(bucketAudit)); return nil })
+	if n != 3 {
+		t.Fatalf("%d entries kept, want 3", n)
+	}
+	// IDs keep their order across the reopen.
+	got, _ = s.AuditLog(ctx, agent.AuditQuery{})
+	if len(got) != 3 || got[2].Detail != "10" || !(got[0].ID < got[1].ID && got[1].ID < got[2].ID) {
+		t.Fatalf("AuditLog = %+v", got)
+	}
+}
+
+func TestSettingsOfAnOlderVersion(t *testing.T) {
+	s, _ := openTemp(t, agent.Retention{})
+	// Before rules recorded who set them, a rule was a bare mode.
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketSettings).Put([]byte(key.String()), []byte(`{"version":4,"tools":{"shell":"deny"}}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Settings(t.Context(), key)
+	if err != nil || cs.Version != 4 || cs.Tools["shell"].Mode != agent.ToolDeny {
+		t.Fatalf("Settings = %+v, %v", cs, err)
+	}
+	if _, err := s.SetSettings(t.Context(), key, cs); err != nil {
+		t.Fatalf("SetSettings over older settings: %v", err)
 	}
 }

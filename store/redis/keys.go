@@ -2,9 +2,11 @@ package redis
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/store/internal/storegov"
 )
 
 // record names one kind of key the store keeps.
@@ -26,6 +28,47 @@ const (
 	// purpose: an admin's policy holds until an admin changes it, and there
 	// is one per channel that ever had its policy changed.
 	settings
+	// A channel's token count for one day (name: the day, 2006-01-02): an
+	// integer. Expires storegov.UsageTTL (8 days) after its last change.
+	usage
+
+	// The records below are global, not a channel's: each has a hash tag
+	// of its own, so that a script touching several of its keys stays in
+	// one slot.
+
+	// The stored grants: a hash of storegov.Subject → Grant JSON. No TTL:
+	// a grant holds until an admin revokes it, and there is one per
+	// person or chat an admin let in.
+	grants
+	// Pairing requests by code: a hash of code → storegov.Pairing JSON.
+	// With pairSubjects and pairExpiry it is changed only by the pairing
+	// scripts, which also drop expired requests. The three keys expire
+	// when their latest request does (each Pair extends them).
+	pairCodes
+	// The pending request of each subject: a hash of storegov.Subject →
+	// code. Expires with pairCodes.
+	pairSubjects
+	// When each request expires: a sorted set of codes scored by expiry
+	// (Unix ms), so the scripts find the expired ones without decoding
+	// every request. Expires with pairCodes.
+	pairExpiry
+	// An approval (name: its ID): a hash of state, the request's JSON and,
+	// once decided, the decision's JSON (storegov.Decision). Expires
+	// storegov.ApprovalKeep (24h) after its deadline, so a late click is
+	// answered.
+	approval
+	// A Once mark (name: the mark's name): "1", expiring after the mark's
+	// ttl.
+	once
+	// A Hit counter (name: hitName, the counter's name, the window's
+	// length and its number since the epoch): an integer, expiring a
+	// window's length after its first hit, when its window has surely
+	// ended.
+	hit
+	// The audit log: a stream of entries, one field "e" holding the
+	// entry's JSON. No TTL: it is capped by length (Options.AuditCap),
+	// and a record of who did what should outlive any idle time.
+	audit
 )
 
 // key derives every Redis key the store uses; nothing else builds one.
@@ -33,22 +76,59 @@ const (
 //	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:mbox   mailbox
 //	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:hist   history
 //	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:lease  lease
-//	fm:{slack:T1:C1:}:d:1700000000.000200          dedup (message ID)
+//	fm:{slack:T1:C1:}:d:1700000000.000200          dedup (name: message ID)
 //	fm:{slack:T1:C1:}:settings                     settings
+//	fm:{slack:T1:C1:}:u:2025-03-04                 usage (name: day)
+//	fm:{admin}:grants                              grants
+//	fm:{pair}:codes                                pairCodes
+//	fm:{pair}:subjects                             pairSubjects
+//	fm:{pair}:expiry                               pairExpiry
+//	fm:{approval:0a1b2c}                           approval (name: ID)
+//	fm:{once:refused%3Atelegram%3A42}              once (name)
+//	fm:{hit:msgs%3Aslack%3AU1:60000:29000000}      hit (hitName)
+//	fm:{audit}:log                                 audit
 //
-// The hash tag is the session's channel, so a session's keys, the dedup
-// records of its chat and its channel's settings share one Cluster slot.
-// Tagging the session alone would not do: dedup is per chat (a message ID is
-// unique in its chat whatever thread an adapter files it under), and Enqueue
-// must check the dedup record and append to the mailbox in one script, which
-// Cluster allows only within one slot. The cost is that the threads of one
-// channel live on one shard, which a single channel's traffic does not strain.
+// The hash tag of a session's keys is its channel, so a session's keys, the
+// dedup records of its chat and its channel's settings share one Cluster
+// slot. Tagging the session alone would not do: dedup is per chat (a message
+// ID is unique in its chat whatever thread an adapter files it under), and
+// Enqueue must check the dedup record and append to the mailbox in one
+// script, which Cluster allows only within one slot. The cost is that the
+// threads of one channel live on one shard, which a single channel's traffic
+// does not strain.
 //
 // SessionKey.String escapes ':' inside its parts, so the parts cannot run
-// into each other, and the markers s:, d: and settings keep the kinds apart.
-// A '}' inside a chat ID cuts the hash tag short, but at the same place in
-// every key of that channel, so they still share a slot.
-func (s *Store) key(r record, k agent.SessionKey, messageID string) string {
+// into each other, and the markers s:, d:, u: and settings keep the kinds
+// apart. A '}' inside a chat ID cuts the hash tag short, but at the same
+// place in every key of that channel, so they still share a slot.
+//
+// Global keys are tagged by what they hold. The names in them (a Once
+// mark's, an approval's ID) are escaped by storegov.Escape, so they hold no
+// '{' or '}'. No global key is a channel's: a channel's tag is its
+// SessionKey.String, which ends in ':' (the empty thread) unless a '}' in
+// it cuts the tag short, and then the key goes on with another '}'; a
+// global tag never ends in ':', and nothing after it holds a '}'. Once,
+// Hit and approval keys are tagged by their own name: each is one key, and
+// spreading them spreads the hot path (rate limits) over the Cluster.
+func (s *Store) key(r record, k agent.SessionKey, name string) string {
+	switch r {
+	case grants:
+		return s.prefix + ":{admin}:grants"
+	case pairCodes:
+		return s.prefix + ":{pair}:codes"
+	case pairSubjects:
+		return s.prefix + ":{pair}:subjects"
+	case pairExpiry:
+		return s.prefix + ":{pair}:expiry"
+	case approval:
+		return s.prefix + ":{approval:" + storegov.Escape(name) + "}"
+	case once:
+		return s.prefix + ":{once:" + storegov.Escape(name) + "}"
+	case hit:
+		return s.prefix + ":{hit:" + name + "}"
+	case audit:
+		return s.prefix + ":{audit}:log"
+	}
 	tag := s.prefix + ":{" + k.Channel().String() + "}:"
 	switch r {
 	case mailbox:
@@ -58,11 +138,27 @@ func (s *Store) key(r record, k agent.SessionKey, messageID string) string {
 	case lease:
 		return tag + "s:" + k.String() + ":lease"
 	case dedup:
-		return tag + "d:" + messageID
+		return tag + "d:" + name
 	case settings:
 		return tag + "settings"
+	case usage:
+		return tag + "u:" + name
 	}
 	panic("redis: unknown record kind")
+}
+
+// hitName is the name of a hit key: the counter's name (escaped, so the
+// ':' after it is the first), the window's length in milliseconds and the
+// window's number. The length is part of it so that counts of one name in
+// windows of different lengths stay apart.
+func hitName(name string, wms, n int64) string {
+	return storegov.Escape(name) + ":" + strconv.FormatInt(wms, 10) + ":" + strconv.FormatInt(n, 10)
+}
+
+// pairKeys returns the keys the pairing scripts take, in the order they
+// expect them.
+func (s *Store) pairKeys() []string {
+	return []string{s.key(pairCodes, agent.SessionKey{}, ""), s.key(pairSubjects, agent.SessionKey{}, ""), s.key(pairExpiry, agent.SessionKey{}, "")}
 }
 
 // sessionKeys returns the keys the session scripts take, in the order they

@@ -2,13 +2,14 @@
 // a go-redis v9 UniversalClient (single node, Sentinel or Cluster), safe for
 // many replicas sharing one Redis.
 //
-// Each Store method is one round trip. Steps that touch several keys are Lua
-// scripts, so they are atomic, and all the keys a script touches share one
+// Each Store method is one round trip (AuditLog one per page of the log it
+// reads). Steps that touch several keys are Lua scripts, so they are atomic, and all the keys a script touches share one
 // Cluster slot (see Store.key). A dispatcher turn (Enqueue, Claim, Commit,
 // Release) therefore costs four round trips however long the session is.
 //
-// Every key expires except a channel's settings, which hold until an admin
-// changes them. Durability of an acknowledged Enqueue is Redis's: run it with
+// Every key expires except a channel's settings and the grants, which hold
+// until an admin changes them, and the audit log, which is capped by length
+// instead (see the record kinds in keys.go). Durability of an acknowledged Enqueue is Redis's: run it with
 // appendonly (AOF) when losing the last second of messages on a crash
 // matters.
 package redis
@@ -29,6 +30,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/internal/storejson"
 )
 
@@ -39,13 +41,17 @@ type Options struct {
 	Prefix string
 	// Retention bounds what is kept; zero fields take agent.DefaultRetention.
 	Retention agent.Retention
+	// AuditCap is how many audit entries are kept (the newest);
+	// storegov.DefaultAuditCap (100000) if 0.
+	AuditCap int
 }
 
 // Store is an agent.Store on Redis.
 type Store struct {
-	client goredis.UniversalClient
-	prefix string
-	ret    agent.Retention
+	client   goredis.UniversalClient
+	prefix   string
+	ret      agent.Retention
+	auditCap int
 }
 
 var _ agent.Store = (*Store)(nil)
@@ -59,7 +65,10 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 	if err := checkPrefix(opts.Prefix); err != nil {
 		panic(err)
 	}
-	return &Store{client: client, prefix: opts.Prefix, ret: opts.Retention.WithDefaults()}
+	if opts.AuditCap <= 0 {
+		opts.AuditCap = storegov.DefaultAuditCap
+	}
+	return &Store{client: client, prefix: opts.Prefix, ret: opts.Retention.WithDefaults(), auditCap: opts.AuditCap}
 }
 
 // Open connects to the Redis at url (redis:// or rediss:// for TLS, as in
@@ -348,7 +357,7 @@ func (s *Store) Settings(ctx context.Context, channel agent.SessionKey) (agent.C
 	if err != nil {
 		return cs, fmt.Errorf("redis settings: %w", err)
 	}
-	if err := json.Unmarshal(data, &cs); err != nil {
+	if cs, err = storegov.DecodeSettings(data); err != nil {
 		return agent.ChannelSettings{}, fmt.Errorf("redis settings: %w", err)
 	}
 	return cs, nil

@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/storetest"
 )
 
@@ -93,9 +94,8 @@ func newStore(t testing.TB, ret agent.Retention) (*Store, *goredis.Client) {
 
 func TestConformance(t *testing.T) {
 	newClient(t).Close() // skip here, not in every subtest
-	storetest.Run(t, func(t *testing.T, ret agent.Retention) agent.Store {
-		s, _ := newStore(t, ret)
-		return s
+	storetest.Run(t, func(t *testing.T, c storetest.Config) agent.Store {
+		return New(newClient(t), Options{Prefix: testPrefix(t), Retention: c.Retention, AuditCap: c.AuditCap})
 	})
 }
 
@@ -506,5 +506,163 @@ func TestGlobEscape(t *testing.T) {
 		if got := globEscape(in); got != want {
 			t.Errorf("globEscape(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestGovernKeys(t *testing.T) {
+	s, c := newStore(t, agent.Retention{})
+	defer s.Close()
+	ctx := t.Context()
+	ch := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}
+	now := time.Now()
+	if err := s.Allow(ctx, agent.Grant{Platform: "telegram", Kind: agent.GrantUser, ID: "42"}); err != nil {
+		t.Fatal(err)
+	}
+	p := agent.Pairing{Code: "K7QP-M2XD", Platform: "telegram", Kind: agent.GrantUser, ID: "43", Created: now, Expires: now.Add(time.Hour)}
+	if _, _, err := s.Pair(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Once(ctx, "refused:telegram:44:44", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Hit(ctx, "msgs:telegram:45", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddUsage(ctx, ch, "2025-03-04", 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutApproval(ctx, agent.Approval{ID: "a1", Key: ch, Deadline: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Audit(ctx, agent.AuditEntry{Action: agent.AuditPolicySet}); err != nil {
+		t.Fatal(err)
+	}
+
+	n, wms := storegov.Window(time.Now(), time.Minute)
+	noTTL := map[string]bool{s.key(grants, noKey, ""): true, s.key(audit, noKey, ""): true}
+	// At most, because the request stays until its expiry; at least, so
+	// that a key does not outlive its content by much.
+	ttls := map[string][2]time.Duration{
+		s.key(pairCodes, noKey, ""):                            {59 * time.Minute, time.Hour},
+		s.key(pairSubjects, noKey, ""):                         {59 * time.Minute, time.Hour},
+		s.key(pairExpiry, noKey, ""):                           {59 * time.Minute, time.Hour},
+		s.key(once, noKey, "refused:telegram:44:44"):           {59 * time.Minute, time.Hour},
+		s.key(hit, noKey, hitName("msgs:telegram:45", wms, n)): {59 * time.Second, time.Minute},
+		s.key(usage, ch, "2025-03-04"):                         {storegov.UsageTTL - time.Minute, storegov.UsageTTL},
+		s.key(approval, noKey, "a1"):                           {storegov.ApprovalKeep, storegov.ApprovalKeep + time.Minute},
+	}
+	keys := keysOf(t, c, s)
+	if len(keys) != len(noTTL)+len(ttls) {
+		t.Fatalf("keys = %q, want %d keys", keys, len(noTTL)+len(ttls))
+	}
+	for _, k := range keys {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if noTTL[k] {
+			if ttl >= 0 {
+				t.Errorf("key %q has a TTL (%v)", k, ttl)
+			}
+			continue
+		}
+		want, ok := ttls[k]
+		if !ok {
+			t.Errorf("unexpected key %q", k)
+			continue
+		}
+		if ttl < want[0] || ttl > want[1] {
+			t.Errorf("key %q has TTL %v, want %v to %v", k, ttl, want[0], want[1])
+		}
+	}
+}
+
+func TestGlobalKeys(t *testing.T) {
+	s := &Store{prefix: DefaultPrefix}
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{s.key(grants, noKey, ""), "fm:{admin}:grants"},
+		{s.key(pairCodes, noKey, ""), "fm:{pair}:codes"},
+		{s.key(pairSubjects, noKey, ""), "fm:{pair}:subjects"},
+		{s.key(pairExpiry, noKey, ""), "fm:{pair}:expiry"},
+		{s.key(approval, noKey, "0a1b"), "fm:{approval:0a1b}"},
+		{s.key(approval, noKey, "a:}{"), "fm:{approval:a%3A%7D%7B}"},
+		{s.key(once, noKey, "refused:telegram:42"), "fm:{once:refused%3Atelegram%3A42}"},
+		{s.key(hit, noKey, hitName("msgs:slack:U1", 60000, 29000000)), "fm:{hit:msgs%3Aslack%3AU1:60000:29000000}"},
+		{s.key(audit, noKey, ""), "fm:{audit}:log"},
+		{s.key(usage, agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1"}, "2025-03-04"), "fm:{slack:T1:C1:}:u:2025-03-04"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("key = %q, want %q", tc.got, tc.want)
+		}
+	}
+	// The pairing scripts take three keys: one slot.
+	tag := hashTag(s.key(pairCodes, noKey, ""))
+	for _, k := range s.pairKeys() {
+		if hashTag(k) != tag {
+			t.Errorf("pairing key %q hashes %q, want %q", k, hashTag(k), tag)
+		}
+	}
+	// No global key is a channel's, even for a platform named like one.
+	for _, key := range []agent.SessionKey{
+		{Platform: "once", Team: "x", Chat: "y"},
+		{Platform: "approval", Chat: "0a1b}"},
+		{Platform: "admin}", Team: "grants", Chat: "c"},
+		{Platform: "hit", Team: "a", Chat: "1"},
+	} {
+		for _, r := range []record{mailbox, history, lease, settings} {
+			k := s.key(r, key, "")
+			for _, g := range []string{s.key(grants, noKey, ""), s.key(once, noKey, "x:y"), s.key(approval, noKey, "0a1b"), s.key(hit, noKey, hitName("a", 1, 1))} {
+				if k == g {
+					t.Errorf("%v's key %q is a global key", key, k)
+				}
+			}
+		}
+	}
+}
+
+func TestAuditCapTrimsTheStream(t *testing.T) {
+	c := newClient(t)
+	s := New(c, Options{Prefix: testPrefix(t), AuditCap: 200})
+	defer s.Close()
+	ctx := t.Context()
+	for i := range 2000 {
+		if err := s.Audit(ctx, agent.AuditEntry{Action: "test", Detail: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// MAXLEN ~ trims in whole stream nodes (100 entries by default), so a
+	// little more than the cap stays; the reader sees exactly the cap.
+	n, err := c.XLen(ctx, s.key(audit, noKey, "")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 200 || n > 400 {
+		t.Errorf("stream holds %d entries, want about 200", n)
+	}
+	got, err := s.AuditLog(ctx, agent.AuditQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 200 || got[0].Detail != "1800" || got[199].Detail != "1999" {
+		t.Fatalf("AuditLog returned %d entries, %s to %s; want 200, 1800 to 1999", len(got), got[0].Detail, got[len(got)-1].Detail)
+	}
+}
+
+func TestSettingsOfAnOlderVersion(t *testing.T) {
+	s, c := newStore(t, agent.Retention{})
+	defer s.Close()
+	ch := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1"}
+	// Before rules recorded who set them, a rule was a bare mode.
+	if err := c.HSet(t.Context(), s.key(settings, ch, ""), "version", "4", "json", `{"version":4,"tools":{"shell":"deny"}}`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Settings(t.Context(), ch)
+	if err != nil || cs.Version != 4 || cs.Tools["shell"].Mode != agent.ToolDeny {
+		t.Fatalf("Settings = %+v, %v", cs, err)
+	}
+	if _, err := s.SetSettings(t.Context(), ch, cs); err != nil {
+		t.Fatalf("SetSettings over older settings: %v", err)
 	}
 }

@@ -109,3 +109,105 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 `)
+
+// The pairing scripts take KEYS = codes, subjects, expiry (Store.pairKeys)
+// and ARGV[1] = now (Unix ms). Each first drops the requests that expired
+// by now, from all three keys.
+const pairSweep = `
+local now = tonumber(ARGV[1])
+local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
+for _, code in ipairs(dead) do
+	local v = redis.call('HGET', KEYS[1], code)
+	if v then
+		local subject = cjson.decode(v).subject
+		if redis.call('HGET', KEYS[2], subject) == code then
+			redis.call('HDEL', KEYS[2], subject)
+		end
+		redis.call('HDEL', KEYS[1], code)
+	end
+end
+if #dead > 0 then
+	redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+end
+`
+
+// pairScript records a request unless its subject has one.
+//
+// ARGV: now, subject, code, request JSON, expiry (Unix ms), ttl (ms from
+// now to the expiry, measured by the caller's clock, so that the keys'
+// TTL does not depend on the two clocks agreeing). Returns {1, JSON} for a
+// new request, {0, JSON of the stored one} if the subject has one, {2, ""}
+// if the code belongs to another subject's request.
+var pairScript = goredis.NewScript(pairSweep + `
+local existing = redis.call('HGET', KEYS[2], ARGV[2])
+if existing then
+	local v = redis.call('HGET', KEYS[1], existing)
+	if v then
+		return {0, v}
+	end
+end
+if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then
+	return {2, ''}
+end
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[5], ARGV[3])
+local ttl = tonumber(ARGV[6])
+for i = 1, 3 do
+	local cur = redis.call('PTTL', KEYS[i])
+	if cur >= 0 and cur < ttl or cur == -1 then
+		redis.call('PEXPIRE', KEYS[i], ttl)
+	end
+end
+return {1, ARGV[4]}
+`)
+
+// takePairingScript removes the request with a code and returns it.
+//
+// ARGV: now, code. Returns the request's JSON, or false (nil) if there is
+// none or it expired.
+var takePairingScript = goredis.NewScript(pairSweep + `
+local v = redis.call('HGET', KEYS[1], ARGV[2])
+if not v then
+	return false
+end
+local subject = cjson.decode(v).subject
+if redis.call('HGET', KEYS[2], subject) == ARGV[2] then
+	redis.call('HDEL', KEYS[2], subject)
+end
+redis.call('HDEL', KEYS[1], ARGV[2])
+redis.call('ZREM', KEYS[3], ARGV[2])
+return v
+`)
+
+// putApprovalScript stores a new approval.
+//
+// KEYS: approval. ARGV: request JSON, ttl. Returns 1 if stored, 0 if an
+// approval with that ID exists.
+var putApprovalScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then
+	return 0
+end
+redis.call('HSET', KEYS[1], 'state', 'pending', 'json', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`)
+
+// decideApprovalScript decides a pending approval: a compare-and-set on
+// its state, which is a field of its own so that the script compares
+// strings instead of decoding JSON. The key keeps its TTL.
+//
+// KEYS: approval. ARGV: new state, decision JSON. Returns false (nil) if
+// there is no such approval, else {1 if this call decided it else 0,
+// request JSON, decision JSON}.
+var decideApprovalScript = goredis.NewScript(`
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then
+	return false
+end
+if state == 'pending' then
+	redis.call('HSET', KEYS[1], 'state', ARGV[1], 'decision', ARGV[2])
+	return {1, redis.call('HGET', KEYS[1], 'json'), ARGV[2]}
+end
+return {0, redis.call('HGET', KEYS[1], 'json'), redis.call('HGET', KEYS[1], 'decision') or ''}
+`)

@@ -1,0 +1,624 @@
+package slack
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/firstmate/firstmate/adapters"
+	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/internal/fakeslack"
+)
+
+const (
+	wait   = 5 * time.Second
+	secret = "8f742231b10e8888abcd99yyyzzz85a5"
+)
+
+// httpAdapter serves the adapter's HTTP routes (events, commands,
+// interactivity) and returns their base URL.
+func httpAdapter(t *testing.T, srv *fakeslack.Server, d agent.Submitter) (*Adapter, string) {
+	t.Helper()
+	a, err := New(t.Context(), Config{BotToken: srv.BotToken(), SigningSecret: secret, APIURL: srv.APIURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	a.Routes(mux, d)
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return a, hs.URL
+}
+
+// ask posts an approval question in a thread of #general, as a turn does,
+// and returns the thread's key and the question.
+func ask(t *testing.T, srv *fakeslack.Server, a *Adapter) (agent.SessionKey, agent.Thread, fakeslack.Message) {
+	t.Helper()
+	root := srv.AddMessage(fakeslack.Message{Channel: fakeslack.General, User: fakeslack.Bob, Text: "<@U0BOT> clean up"})
+	key := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General, Thread: root.TS}
+	th := a.Thread(key, agent.Inbound{ReplyTo: root.TS, User: agent.User{ID: fakeslack.Bob}})
+	err := th.Emit(t.Context(), agent.ApprovalNeeded{CallID: "c1", Name: "shell", Args: json.RawMessage(`{"cmd":"rm -rf build"}`),
+		ID: "ap1", Requester: agent.User{ID: fakeslack.Bob, Name: "bob"}, Deadline: time.Now().Add(5 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range srv.Thread(fakeslack.General, root.TS) {
+		if len(m.Buttons()) > 0 {
+			return key, th, m
+		}
+	}
+	t.Fatalf("no question with buttons in the thread: %+v", srv.Thread(fakeslack.General, root.TS))
+	panic("unreachable")
+}
+
+func TestApprovalButtonsRenderedAndRemovedByEdit(t *testing.T) {
+	srv := fakeslack.New(t)
+	a := newAdapter(t, srv, adapters.ModeFull)
+	_, th, q := ask(t, srv, a)
+	buttons := q.Buttons()
+	if len(buttons) != 3 {
+		t.Fatalf("buttons %+v", buttons)
+	}
+	want := []struct{ text, style string }{{"Approve", "primary"}, {"Deny", "danger"}, {"Always allow here", ""}}
+	ids := map[string]bool{}
+	for i, b := range buttons {
+		if b.Text != want[i].text || b.Style != want[i].style || !strings.HasPrefix(b.ActionID, actionPrefix) || !strings.Contains(b.Value, "ap1") {
+			t.Errorf("button %d = %+v", i, b)
+		}
+		ids[b.ActionID] = true
+	}
+	if len(ids) != 3 {
+		t.Errorf("action_ids are not unique: %+v", buttons)
+	}
+	if !strings.Contains(string(q.Blocks), `"section"`) || !strings.Contains(q.Text, "needs approval to run shell") {
+		t.Errorf("the question's text: %q, blocks %s", q.Text, q.Blocks)
+	}
+
+	// Decided: the question is edited to the outcome, without buttons.
+	err := th.Emit(t.Context(), agent.ApprovalDecided{ID: "ap1", CallID: "c1", Name: "shell", Approval: agent.Approval{
+		ID: "ap1", State: agent.ApprovalApproved, Requester: agent.User{ID: fakeslack.Bob, Name: "bob"}, DecidedBy: agent.User{ID: fakeslack.Alice, Name: "alice"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := srv.Message(fakeslack.General, q.TS)
+	if got.Edits != 1 || len(got.Buttons()) != 0 || got.Blocks != nil || !strings.Contains(got.Text, "Approved by alice") {
+		t.Fatalf("after the decision: %+v", got)
+	}
+	var edits []fakeslack.Call
+	for _, c := range srv.Calls("chat.update") {
+		if c.Params.Get("ts") == q.TS {
+			edits = append(edits, c)
+		}
+	}
+	if len(edits) != 1 || edits[0].Params.Get("blocks") != "[]" {
+		t.Errorf("the edit must remove the blocks: %+v", edits)
+	}
+}
+
+func TestFormatPutsButtonsOnLastPart(t *testing.T) {
+	s := &surface{allowed: map[string]bool{}}
+	rows := [][]adapters.Button{{{Label: "A", Data: "fm:a"}}, {{Label: strings.Repeat("long ", 30), Data: "fm:b"}}}
+	parts := s.Format(adapters.Text{Body: strings.Repeat("word ", 5000), Buttons: rows})
+	if len(parts) < 2 || parts[0].Buttons != nil || len(parts[len(parts)-1].Buttons) != 2 {
+		t.Fatalf("%d parts; buttons on the first %v, on the last %v", len(parts), parts[0].Buttons, parts[len(parts)-1].Buttons)
+	}
+	// Rows beyond what fits in a message are packed, 25 a block.
+	var many [][]adapters.Button
+	for i := range 70 {
+		many = append(many, []adapters.Button{{Label: "b", Data: "fm:" + string(rune('a'+i%26))}})
+	}
+	if blocks := actionBlocks(many, 10); len(blocks) != 3 {
+		t.Errorf("70 rows in room for 10 blocks made %d blocks", len(blocks))
+	}
+}
+
+// clicks sends a click over one transport and returns the HTTP answer
+// (zero over Socket Mode, where the ack is awaited).
+type transport struct {
+	name  string
+	setup func(t *testing.T, srv *fakeslack.Server, d *submitter) (*Adapter, func(fakeslack.Interaction) (int, []byte))
+}
+
+var transports = []transport{
+	{"socket mode", func(t *testing.T, srv *fakeslack.Server, d *submitter) (*Adapter, func(fakeslack.Interaction) (int, []byte)) {
+		a := newAdapter(t, srv, adapters.ModeFull)
+		runAdapter(t, a, d)
+		return a, func(ia fakeslack.Interaction) (int, []byte) {
+			t.Helper()
+			id := srv.SendInteractive(ia)
+			ack, ok := srv.WaitAck(id, wait)
+			if !ok {
+				t.Fatal("the interaction was not acked")
+			}
+			return http.StatusOK, ack.Payload
+		}
+	}},
+	{"http", func(t *testing.T, srv *fakeslack.Server, d *submitter) (*Adapter, func(fakeslack.Interaction) (int, []byte)) {
+		a, base := httpAdapter(t, srv, d)
+		return a, func(ia fakeslack.Interaction) (int, []byte) {
+			t.Helper()
+			res, err := srv.DeliverHTTP(t.Context(), base+"/slack/interactivity", ia, secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.Status, res.Body
+		}
+	}},
+}
+
+func TestClickReachesDecide(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			srv := fakeslack.New(t)
+			d := &submitter{}
+			a, send := tr.setup(t, srv, d)
+			key, _, q := ask(t, srv, a)
+			for i, c := range []struct {
+				user, button    string
+				approve, always bool
+			}{
+				{fakeslack.Bob, "Approve", true, false},
+				{fakeslack.Alice, "Deny", false, false},
+				{fakeslack.Alice, "Always allow here", true, true},
+			} {
+				ia, err := srv.Click(fakeslack.General, q.TS, c.user, c.button)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if status, body := send(ia); status != http.StatusOK || len(body) > 0 && string(body) != "null" {
+					t.Fatalf("click answered %d %s", status, body)
+				}
+				if !srv.WaitFor(wait, func() bool { return len(d.decided()) == i+1 }) {
+					t.Fatalf("click %d did not reach Decide: %+v", i, d.decided())
+				}
+				got := d.decided()[i]
+				if got.ApprovalID != "ap1" || got.Chat != key || got.User.ID != c.user || got.Approve != c.approve || got.Always != c.always {
+					t.Errorf("click %d: Decide(%+v), want chat %v", i, got, key)
+				}
+				// The person is told, in the thread, only them.
+				if !srv.WaitFor(wait, func() bool { return len(srv.Ephemerals()) == i+1 }) {
+					t.Fatalf("no ephemeral notice: %+v", srv.Ephemerals())
+				}
+				e := srv.Ephemerals()[i]
+				if e.User != c.user || e.ThreadTS != key.Thread || e.Channel != fakeslack.General || strings.Contains(e.Text, "<!channel>") {
+					t.Errorf("notice %+v", e)
+				}
+			}
+			if got := d.decided()[0].User.Name; got != "bob" {
+				t.Errorf("the clicker's name %q", got)
+			}
+		})
+	}
+}
+
+func TestForgedInteractionRefused(t *testing.T) {
+	srv := fakeslack.New(t)
+	d := &submitter{admins: map[string]bool{fakeslack.Alice: true}}
+	a, base := httpAdapter(t, srv, d)
+	_, _, q := ask(t, srv, a)
+	ia, err := srv.Click(fakeslack.General, q.TS, fakeslack.Alice, "Approve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, opt := range map[string]fakeslack.DeliverOption{"bad signature": fakeslack.BadSignature(), "stale": fakeslack.StaleTimestamp()} {
+		res, err := srv.DeliverHTTP(t.Context(), base+"/slack/interactivity", ia, secret, opt)
+		if err != nil || res.Status != http.StatusUnauthorized {
+			t.Errorf("%s: %d %s, %v; want 401", name, res.Status, res.Body, err)
+		}
+	}
+	// Unsigned.
+	req, _ := http.NewRequest(http.MethodPost, base+"/slack/interactivity", strings.NewReader(url.Values{"payload": {`{"type":"block_actions"}`}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("unsigned: %d", res.StatusCode)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if len(d.decided()) != 0 || len(srv.Ephemerals()) != 0 {
+		t.Fatalf("a forged click did something: %+v %+v", d.decided(), srv.Ephemerals())
+	}
+	// Signed, the same click is taken.
+	if res, err := srv.DeliverHTTP(t.Context(), base+"/slack/interactivity", ia, secret); err != nil || res.Status != http.StatusOK {
+		t.Fatalf("signed: %+v, %v", res, err)
+	}
+	if !srv.WaitFor(wait, func() bool { return len(d.decided()) == 1 }) {
+		t.Error("the signed click did not reach Decide")
+	}
+}
+
+// Payloads that are not JSON, not ours, or name a place or person we
+// cannot read are answered and do nothing.
+func TestGarbageInteractionsAreHarmless(t *testing.T) {
+	// A tools modal's exec select, moved from allow to deny.
+	const execSelect = `"blocks":[{"type":"input","block_id":"g:exec","label":{"type":"plain_text","text":"exec"},"element":{"type":"static_select","action_id":"mode",` +
+		`"initial_option":{"text":{"type":"plain_text","text":"allow"},"value":"allow"}}}],"state":{"values":{"g:exec":{"mode":{"type":"static_select","selected_option":{"value":"deny"}}}}}`
+	garbage := []string{
+		`"hello"`,
+		`[1,2,3]`,
+		`{}`,
+		`{"type":"block_actions","actions":"nope"}`,
+		`{"type":"block_actions","user":{"id":"U0ALICE"},"channel":{"id":"../../etc"},"container":{"message_ts":"1.2"},"actions":[{"type":"button","block_id":"fm_row_0","action_id":"fm_0","value":"fm:ok:ap1"}]}`,
+		`{"type":"block_actions","user":{"id":"<@U0ALICE>"},"channel":{"id":"C0GENERAL"},"container":{"message_ts":"1.2"},"actions":[{"type":"button","block_id":"fm_row_0","action_id":"fm_0","value":"fm:ok:ap1"}]}`,
+		`{"type":"block_actions","user":{"id":"U0ALICE"},"channel":{"id":"C0GENERAL"},"container":{"message_ts":"1.2"},"actions":[{"type":"button","block_id":"fm_row_0","action_id":"fm_0","value":"someone else's"}]}`,
+		`{"type":"block_actions","user":{"id":"U0ALICE"},"channel":{"id":"C0GENERAL"},"container":{"message_ts":"1.2"},"actions":[{"type":"button","block_id":"fm_row_0","action_id":"other_0","value":"fm:ok:ap1"}]}`,
+		`{"type":"view_submission","user":{"id":"U0ALICE"},"view":{"callback_id":"fm_tools","private_metadata":"garbage"}}`,
+		`{"type":"view_submission","user":{"id":"U0ALICE"},"view":{"callback_id":"fm_tools","private_metadata":"{\"chat\":\"telegram::1:\",\"v\":0}",` + execSelect + `}}`,
+		`{"type":"view_submission","user":{"id":"U0ALICE"},"view":{"callback_id":"fm_tools","private_metadata":"{\"chat\":\"slack:T0FAKE:..%3Ax:\",\"v\":0}",` + execSelect + `}}`,
+		`{"type":"view_submission","user":{"id":"<U0ALICE>"},"view":{"callback_id":"fm_tools","private_metadata":"{\"chat\":\"slack:T0FAKE:C0GENERAL:\",\"v\":0}",` + execSelect + `}}`,
+		`{"type":"view_submission","user":{"id":"U0ALICE"},"view":{"callback_id":"someone_else","private_metadata":"{}"}}`,
+		`{"type":"shortcut","callback_id":"x"}`,
+	}
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			srv := fakeslack.New(t)
+			d := &submitter{admins: map[string]bool{fakeslack.Alice: true}}
+			_, send := tr.setup(t, srv, d)
+			for _, g := range garbage {
+				if status, _ := send(fakeslack.Interaction{Payload: json.RawMessage(g)}); status != http.StatusOK {
+					t.Errorf("%s: answered %d", g, status)
+				}
+			}
+			if tr.name == "http" {
+				_, base := httpAdapter(t, srv, d)
+				for _, form := range []url.Values{{"payload": {"not json"}}, {}, {"payload": {""}}} {
+					res, err := srv.DeliverHTTP(t.Context(), base+"/slack/interactivity", form, secret)
+					if err != nil || res.Status != http.StatusOK {
+						t.Errorf("form %v: %d, %v", form, res.Status, err)
+					}
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+			if len(d.decided()) != 0 || len(d.policyCalls()) != 0 || len(srv.Ephemerals()) != 0 || srv.Count("chat.update") != 0 {
+				t.Fatalf("garbage did something: decisions %+v, policy %+v, ephemerals %+v", d.decided(), d.policyCalls(), srv.Ephemerals())
+			}
+			// The same shapes, readable, do act: the garbage above was
+			// refused for what is wrong with it.
+			send(fakeslack.Interaction{Payload: json.RawMessage(`{"type":"block_actions","user":{"id":"U0ALICE"},"channel":{"id":"C0GENERAL"},"container":{"message_ts":"1.2"},"actions":[{"type":"button","block_id":"fm_row_0","action_id":"fm_0","value":"fm:ok:ap1"}]}`)})
+			send(fakeslack.Interaction{Payload: json.RawMessage(`{"type":"view_submission","user":{"id":"U0ALICE"},"view":{"callback_id":"fm_tools","private_metadata":"{\"chat\":\"slack:T0FAKE:C0GENERAL:\",\"v\":0}",` + execSelect + `}}`)})
+			if !srv.WaitFor(wait, func() bool { return len(d.decided()) == 1 }) {
+				t.Error("the readable click did not reach Decide")
+			}
+			if c := d.policyCalls(); len(c) != 1 || c[0].Change.Set["group:exec"] != agent.ToolDeny {
+				t.Errorf("the readable submission: %+v", c)
+			}
+		})
+	}
+}
+
+// A policy screen's button (from "tools exec=ask" or a mention) changes
+// the rule and the screen; on an ephemeral screen, through its response_url.
+func TestPolicyScreenClick(t *testing.T) {
+	srv := fakeslack.New(t)
+	d := &submitter{admins: map[string]bool{fakeslack.Alice: true}, version: 3}
+	a := newAdapter(t, srv, adapters.ModeFull)
+	runAdapter(t, a, d)
+	id := srv.SendSlashCommand(srv.SlashCommand(fakeslack.General, fakeslack.Alice, "/firstmate", "tools exec=ask"))
+	if _, ok := srv.WaitAck(id, wait); !ok {
+		t.Fatal("not acked")
+	}
+	in := d.all()[0]
+	v := policyView(in.Key, 3, true)
+	if err := a.Thread(in.Key, in).Emit(t.Context(), agent.Notice{Text: "Saved.", Policy: &v}); err != nil {
+		t.Fatal(err)
+	}
+	screen := srv.Ephemerals()[0]
+	if len(screen.Buttons()) == 0 {
+		t.Fatalf("the ephemeral screen has no buttons: %+v", screen)
+	}
+	ia, err := srv.Click(fakeslack.General, screen.TS, fakeslack.Alice, "▸ exec: ask")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SendInteractive(ia)
+	if !srv.WaitFor(wait, func() bool { e := srv.Ephemerals(); return len(e) == 2 && e[0].Edits == 1 }) {
+		t.Fatalf("the screen was not replaced and the person not told: %+v", srv.Ephemerals())
+	}
+	calls := d.policyCalls()
+	if len(calls) != 1 || calls[0].Change.Version != 3 || calls[0].Change.Set[agent.GroupRule(agent.GroupExec)] != agent.ToolDeny {
+		t.Fatalf("SetPolicy calls %+v", calls)
+	}
+	if e := srv.Ephemerals(); !strings.Contains(e[1].Text, "exec (group) is deny") || e[1].User != fakeslack.Alice ||
+		!slices.ContainsFunc(e[0].Buttons(), func(b fakeslack.Button) bool { return strings.HasPrefix(b.Text, "▸ exec") }) {
+		t.Errorf("after the click: %+v", e)
+	}
+
+	// In a thread (someone sent "tools" in a mention) the screen is edited
+	// in place, and a non-admin's click changes nothing but is answered.
+	root := srv.AddMessage(fakeslack.Message{Channel: fakeslack.General, User: fakeslack.Alice, Text: "<@U0BOT> tools"})
+	key := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General, Thread: root.TS}
+	v = policyView(key, 4, true)
+	if err := a.Thread(key, agent.Inbound{User: agent.User{ID: fakeslack.Alice}}).Emit(t.Context(), agent.Notice{Text: "Tools:", Policy: &v}); err != nil {
+		t.Fatal(err)
+	}
+	var screenTS string
+	for _, m := range srv.Thread(fakeslack.General, root.TS) {
+		if len(m.Buttons()) > 0 {
+			screenTS = m.TS
+		}
+	}
+	for i, user := range []string{fakeslack.Bob, fakeslack.Alice} {
+		ia, err := srv.Click(fakeslack.General, screenTS, user, "shell: deny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.SendInteractive(ia)
+		if !srv.WaitFor(wait, func() bool { return len(srv.Ephemerals()) == 3+i }) {
+			t.Fatalf("click %d not answered: %+v", i, srv.Ephemerals())
+		}
+	}
+	e := srv.Ephemerals()
+	if !strings.Contains(e[2].Text, "Only an admin") || e[2].User != fakeslack.Bob || e[2].ThreadTS != root.TS || !strings.Contains(e[3].Text, "shell is allow") {
+		t.Errorf("notices %+v", e[2:])
+	}
+	if m, _ := srv.Message(fakeslack.General, screenTS); m.Edits != 1 || len(m.Buttons()) == 0 {
+		t.Errorf("the screen after an admin's click: %+v", m)
+	}
+	if c := d.policyCalls(); len(c) != 3 || c[2].Change.Set["shell"] != agent.ToolAllow || c[2].Chat != key {
+		t.Errorf("SetPolicy calls %+v", c)
+	}
+}
+
+func TestToolsModal(t *testing.T) {
+	for _, tr := range []string{"socket mode", "http"} {
+		t.Run(tr, func(t *testing.T) {
+			srv := fakeslack.New(t)
+			d := &submitter{admins: map[string]bool{fakeslack.Alice: true}, version: 7}
+			var (
+				command func(slack.SlashCommand)
+				submit  func(fakeslack.Interaction) []byte
+			)
+			if tr == "http" {
+				_, base := httpAdapter(t, srv, d)
+				command = func(c slack.SlashCommand) {
+					if res, err := srv.DeliverHTTP(t.Context(), base+"/slack/commands", c, secret); err != nil || res.Status != http.StatusOK || len(res.Body) != 0 {
+						t.Fatalf("slash command: %+v, %v", res, err)
+					}
+				}
+				submit = func(ia fakeslack.Interaction) []byte {
+					res, err := srv.DeliverHTTP(t.Context(), base+"/slack/interactivity", ia, secret)
+					if err != nil || res.Status != http.StatusOK {
+						t.Fatalf("submission: %+v, %v", res, err)
+					}
+					return res.Body
+				}
+			} else {
+				a := newAdapter(t, srv, adapters.ModeFull)
+				runAdapter(t, a, d)
+				command = func(c slack.SlashCommand) {
+					if ack, ok := srv.WaitAck(srv.SendSlashCommand(c), wait); !ok || len(ack.Payload) != 0 {
+						t.Fatalf("slash command ack %+v", ack)
+					}
+				}
+				submit = func(ia fakeslack.Interaction) []byte {
+					ack, ok := srv.WaitAck(srv.SendInteractive(ia), wait)
+					if !ok {
+						t.Fatal("submission not acked")
+					}
+					return ack.Payload
+				}
+			}
+			openView := func(user string) fakeslack.View {
+				t.Helper()
+				n := len(srv.Views())
+				command(srv.SlashCommand(fakeslack.General, user, "/firstmate", "tools"))
+				if !srv.WaitFor(wait, func() bool { return len(srv.Views()) == n+1 }) {
+					t.Fatalf("no modal opened; views.open calls %+v, ephemerals %+v", srv.Calls("views.open"), srv.Ephemerals())
+				}
+				return srv.Views()[n]
+			}
+
+			// An admin gets selects at the policy's modes.
+			v := openView(fakeslack.Alice)
+			if v.User != fakeslack.Alice || v.Submit == "" || v.CallbackID != toolsCallbackID || !strings.Contains(v.PrivateMetadata, `"v":7`) {
+				t.Fatalf("modal %+v", v)
+			}
+			initial := map[string]string{}
+			for _, s := range v.Selects() {
+				initial[s.BlockID] = s.Initial
+			}
+			want := map[string]string{"g:read": "allow", "t:ls": "inherit", "t:read": "inherit", "g:exec": "ask", "t:shell": "deny", "t:start": "inherit", "t:mytool": "inherit"}
+			if !mapsEqual(initial, want) {
+				t.Errorf("initial options %v, want %v", initial, want)
+			}
+			if len(d.all()) != 0 {
+				t.Errorf("tools without arguments was submitted: %+v", d.all())
+			}
+
+			// Submitted: what moved is changed, at the version shown.
+			ia, err := srv.SubmitView(v.ID, fakeslack.Alice, map[string]string{"g:exec": "deny", "t:shell": "inherit", "t:ls": "inherit"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body := submit(ia); len(body) != 0 && string(body) != "null" {
+				t.Errorf("a saved modal must close: %s", body)
+			}
+			calls := d.policyCalls()
+			wantSet := map[string]agent.ToolMode{"group:exec": agent.ToolDeny, "shell": ""}
+			if len(calls) != 1 || calls[0].Change.Version != 7 || !mapsEqual(calls[0].Change.Set, wantSet) || calls[0].User.ID != fakeslack.Alice ||
+				calls[0].Chat != (agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General}) {
+				t.Fatalf("SetPolicy calls %+v", calls)
+			}
+			if !srv.WaitFor(wait, func() bool { return len(srv.Ephemerals()) == 1 }) || !strings.Contains(srv.Ephemerals()[0].Text, "exec (group) deny") {
+				t.Errorf("confirmation %+v", srv.Ephemerals())
+			}
+
+			// The same modal again: the version moved on, so it is refused.
+			ia, _ = srv.SubmitView(v.ID, fakeslack.Alice, map[string]string{"g:read": "ask"})
+			if body := submit(ia); !strings.Contains(string(body), `"response_action":"errors"`) || !strings.Contains(string(body), "g:read") {
+				t.Errorf("a stale modal: %s", body)
+			}
+
+			// A non-admin gets the policy in words, and no submit button; a
+			// submission in their name is refused in the modal.
+			bv := openView(fakeslack.Bob)
+			if bv.Submit != "" || len(bv.Selects()) != 0 || !strings.Contains(string(bv.Blocks), "Only an admin can change it") {
+				t.Errorf("non-admin modal %+v", bv)
+			}
+			v = openView(fakeslack.Alice)
+			ia, _ = srv.SubmitView(v.ID, fakeslack.Bob, map[string]string{"t:mytool": "deny"})
+			body := submit(ia)
+			var resp slack.ViewSubmissionResponse
+			if err := json.Unmarshal(body, &resp); err != nil || resp.ResponseAction != slack.RAErrors || !strings.Contains(resp.Errors["t:mytool"], "Only an admin") {
+				t.Errorf("a non-admin's submission: %s", body)
+			}
+		})
+	}
+}
+
+func mapsEqual[V comparable](a, b map[string]V) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestSlashTextWithArguments(t *testing.T) {
+	srv := fakeslack.New(t)
+	a := newAdapter(t, srv, adapters.ModeFull)
+	d := &submitter{}
+	runAdapter(t, a, d)
+	for _, c := range []struct{ text, want string }{
+		{"tools shell=ask web=deny", "tools shell=ask web=deny"},
+		{"why shell", "why shell"},
+		{"why is it off", "/why is it off"},
+		{"  usage ", "usage"},
+	} {
+		n := len(d.all())
+		id := srv.SendSlashCommand(srv.SlashCommand(fakeslack.General, fakeslack.Alice, "/firstmate", c.text))
+		if _, ok := srv.WaitAck(id, wait); !ok {
+			t.Fatal("not acked")
+		}
+		got := d.all()
+		if len(got) != n+1 || got[n].Text != c.want || got[n].Private || got[n].ChatName != "general" {
+			t.Errorf("/firstmate %s submitted %+v", c.text, got[n:])
+		}
+	}
+	// In a DM it is private.
+	dm := srv.DirectMessage(fakeslack.Bob, "hi").Channel()
+	if _, ok := srv.WaitAck(srv.SendSlashCommand(srv.SlashCommand(dm, fakeslack.Bob, "/firstmate", "status")), wait); !ok {
+		t.Fatal("not acked")
+	}
+	if got := d.all(); !got[len(got)-1].Private || got[len(got)-1].ChatName != "" {
+		t.Errorf("slash command in a DM: %+v", got[len(got)-1])
+	}
+	if h := UsageHint(); !strings.Contains(h, "tools [exec=ask web=deny …]") || !strings.Contains(h, "why TOOL") || !strings.HasPrefix(h, "help | status") {
+		t.Errorf("UsageHint() = %q", h)
+	}
+}
+
+func TestIsAdmin(t *testing.T) {
+	srv := fakeslack.New(t,
+		fakeslack.WithUser(fakeslack.User{ID: "U0OWNER", Name: "olga", IsPrimaryOwner: true}),
+		fakeslack.WithUser(fakeslack.User{ID: "U0EXTADMIN", Name: "eve", IsAdmin: true, TeamID: "T0OTHER"}))
+	chat := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General}
+
+	// Off by default: no call.
+	a := newAdapter(t, srv, adapters.ModeFull)
+	if ok, err := a.IsAdmin(t.Context(), chat, fakeslack.Alice); ok || err != nil {
+		t.Errorf("IsAdmin without WorkspaceAdmins = %v, %v", ok, err)
+	}
+	if n := srv.Count("users.info"); n != 0 {
+		t.Errorf("%d users.info calls with WorkspaceAdmins off", n)
+	}
+
+	a.cfg.WorkspaceAdmins = true
+	now := time.Now()
+	a.admins.now = func() time.Time { return now }
+	for user, want := range map[string]bool{fakeslack.Alice: true, fakeslack.Bob: false, "U0OWNER": true, "U0EXTADMIN": false} {
+		for range 3 {
+			if ok, err := a.IsAdmin(t.Context(), chat, user); ok != want || err != nil {
+				t.Errorf("IsAdmin(%s) = %v, %v", user, ok, err)
+			}
+		}
+	}
+	if n := srv.Count("users.info"); n != 4 {
+		t.Errorf("%d users.info calls for 4 people asked 3 times each", n)
+	}
+	// Demoted: the answer stands five minutes, then Slack is asked again.
+	srv.SetUser(fakeslack.User{ID: fakeslack.Alice, Name: "alice"})
+	now = now.Add(4 * time.Minute)
+	if ok, _ := a.IsAdmin(t.Context(), chat, fakeslack.Alice); !ok || srv.Count("users.info") != 4 {
+		t.Error("the answer was not kept for five minutes")
+	}
+	now = now.Add(2 * time.Minute)
+	if ok, _ := a.IsAdmin(t.Context(), chat, fakeslack.Alice); ok || srv.Count("users.info") != 5 {
+		t.Error("a demoted admin is still one after five minutes")
+	}
+	// An error is reported, and not kept.
+	srv.FailNext("users.info", 1, "fatal_error")
+	if ok, err := a.IsAdmin(t.Context(), chat, fakeslack.Bob); ok || err == nil {
+		t.Errorf("IsAdmin when users.info fails = %v, %v", ok, err)
+	}
+	if ok, err := a.IsAdmin(t.Context(), chat, fakeslack.Bob); ok || err != nil || srv.Count("users.info") != 7 {
+		t.Errorf("IsAdmin after a failure = %v, %v (%d calls)", ok, err, srv.Count("users.info"))
+	}
+	var _ agent.AdminChecker = a
+}
+
+func TestExternalAndPrivate(t *testing.T) {
+	srv := fakeslack.New(t, fakeslack.WithUser(fakeslack.User{ID: "U0EXT", Name: "xavier", TeamID: "T0OTHER"}))
+	a := newAdapter(t, srv, adapters.ModeFull)
+	d := &submitter{}
+	runAdapter(t, a, d)
+	for _, ev := range []fakeslack.Event{
+		srv.Mention(fakeslack.General, "U0EXT", "hi from outside"),
+		srv.Mention(fakeslack.General, fakeslack.Alice, "hi from inside"),
+		srv.DirectMessage(fakeslack.Bob, "hi in private"),
+	} {
+		if _, ok := srv.WaitAck(srv.SendEvent(ev), wait); !ok {
+			t.Fatal("not acked")
+		}
+	}
+	got := d.all()
+	if len(got) != 3 {
+		t.Fatalf("submitted %+v", got)
+	}
+	if !got[0].User.External || got[0].Private {
+		t.Errorf("another team's user: %+v", got[0])
+	}
+	if got[1].User.External || got[1].Private {
+		t.Errorf("a member: %+v", got[1])
+	}
+	if got[2].User.External || !got[2].Private {
+		t.Errorf("a DM: %+v", got[2])
+	}
+	// A thread reply by another team's user says so too.
+	n := &normalizer{me: me}
+	in, ok := n.inbound("T1", parse(t, `{"type":"message","channel_type":"channel","user":"U9","user_team":"T9","source_team":"T9","team":"T9","text":"and?","ts":"1700.9","thread_ts":"1700.1","channel":"C1"}`))
+	if !ok || !in.User.External {
+		t.Errorf("a reply from T9: %+v", in)
+	}
+	in, _ = n.inbound("T1", parse(t, `{"type":"message","channel_type":"channel","user":"U1","team":"T1","text":"and?","ts":"1700.9","thread_ts":"1700.1","channel":"C1"}`))
+	if in.User.External {
+		t.Errorf("a reply from home: %+v", in)
+	}
+}
+
+func TestValidIDs(t *testing.T) {
+	for id, want := range map[string]bool{"C0GENERAL": true, "D123": true, "G1X": true, "U0ALICE": false, "c0general": false, "C0../x": false, "C": false, "": false} {
+		if got := validID(id, "CDG"); got != want {
+			t.Errorf("validID(%q, channels) = %v", id, got)
+		}
+	}
+	for ts, want := range map[string]bool{"1700000000.000100": true, "1.2": true, "1700": false, ".1": false, "1.x": false, "": false} {
+		if got := validTS(ts); got != want {
+			t.Errorf("validTS(%q) = %v", ts, got)
+		}
+	}
+}

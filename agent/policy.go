@@ -1,0 +1,217 @@
+package agent
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A tool group is tools with the same power: denying one of them while
+// another runs the same way is no policy, so rules are usually set for a
+// group. A rule's name is a tool's name or "group:NAME"; where a word is
+// both (read), people's input means the group unless written "tool:read".
+const (
+	GroupRead  = "read"  // ls, read, find, grep
+	GroupWrite = "write" // write, edit, mkdir, copy, move, delete
+	GroupExec  = "exec"  // shell, start, jobs, stop
+	GroupWeb   = "web"   // fetch, search
+	GroupSend  = "send"  // send_file
+)
+
+// groupPrefix marks a group's rule among tool rules.
+const groupPrefix = "group:"
+
+// DefaultRule is the rule name of a channel's default mode.
+const DefaultRule = "default"
+
+var toolGroups = map[string]string{
+	"ls": GroupRead, "read": GroupRead, "find": GroupRead, "grep": GroupRead,
+	"write": GroupWrite, "edit": GroupWrite, "mkdir": GroupWrite, "copy": GroupWrite, "move": GroupWrite, "delete": GroupWrite,
+	"shell": GroupExec, "start": GroupExec, "jobs": GroupExec, "stop": GroupExec,
+	"fetch": GroupWeb, "search": GroupWeb,
+	"send_file": GroupSend,
+}
+
+// Groups lists the built-in groups in the order screens show them.
+func Groups() []string { return []string{GroupRead, GroupWrite, GroupExec, GroupWeb, GroupSend} }
+
+// GroupOf is the group a tool belongs to: a built-in group, "mcp:SERVER"
+// for a tool "SERVER__NAME" of an MCP server, or "" for none.
+func GroupOf(tool string) string {
+	if g, ok := toolGroups[tool]; ok {
+		return g
+	}
+	if server, _, ok := strings.Cut(tool, "__"); ok && server != "" {
+		return "mcp:" + server
+	}
+	return ""
+}
+
+// GroupRule is the rule name of a group.
+func GroupRule(group string) string { return groupPrefix + group }
+
+// IsGroupRule reports whether a rule name is a group's, and which.
+func IsGroupRule(rule string) (string, bool) { return strings.CutPrefix(rule, groupPrefix) }
+
+// ParseMode parses allow, ask or deny.
+func ParseMode(s string) (ToolMode, error) {
+	switch m := ToolMode(strings.ToLower(strings.TrimSpace(s))); m {
+	case ToolAllow, ToolAsk, ToolDeny:
+		return m, nil
+	}
+	return "", fmt.Errorf("%q is not a mode; use allow, ask or deny", s)
+}
+
+// ParseRuleName turns what a person wrote ("exec", "shell", "group:read",
+// "tool:read", "default") into a rule name, given the tools that exist.
+// A bare word that is a group names the group.
+func ParseRuleName(s string, known []string) (string, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	isGroup := func(g string) bool {
+		if slices.Contains(Groups(), g) {
+			return true
+		}
+		for _, t := range known {
+			if GroupOf(t) == g {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case s == DefaultRule || s == "*":
+		return DefaultRule, nil
+	case strings.HasPrefix(s, groupPrefix):
+		if g := s[len(groupPrefix):]; isGroup(g) {
+			return s, nil
+		}
+	case strings.HasPrefix(s, "tool:"):
+		if t := s[len("tool:"):]; slices.Contains(known, t) {
+			return t, nil
+		}
+	case isGroup(s):
+		return GroupRule(s), nil
+	case slices.Contains(known, s):
+		return s, nil
+	}
+	return "", fmt.Errorf("%q is neither a tool here nor a group (%s)", s, strings.Join(Groups(), ", "))
+}
+
+// RuleLabel is how a rule name is shown to people: "exec (group)", "shell".
+func RuleLabel(rule string) string {
+	if g, ok := IsGroupRule(rule); ok {
+		return g + " (group)"
+	}
+	return rule
+}
+
+// Rule is one stored policy entry of a channel.
+type Rule struct {
+	Mode ToolMode  `json:"mode"`
+	By   string    `json:"by,omitempty"` // who set it
+	At   time.Time `json:"at"`
+}
+
+// PolicyDefaults is the configured policy every channel starts from: rules
+// by rule name, and the mode of tools no rule names.
+type PolicyDefaults struct {
+	Default ToolMode
+	Rules   map[string]ToolMode
+}
+
+// Policy is a channel's effective policy: the configured defaults overlaid
+// by the channel's stored rules (a stored rule replaces the configured rule
+// of the same name). For one tool, the most specific rule wins: the tool's
+// own, then its group's, then the default.
+type Policy struct {
+	Channel  SessionKey
+	Version  int64 // of the channel's stored settings; 0 if none
+	defaults PolicyDefaults
+	stored   map[string]Rule
+}
+
+// NewPolicy resolves a channel's policy.
+func NewPolicy(channel SessionKey, defaults PolicyDefaults, s ChannelSettings) *Policy {
+	if defaults.Default == "" {
+		defaults.Default = ToolAllow
+	}
+	return &Policy{Channel: channel.Channel(), Version: s.Version, defaults: defaults, stored: s.Tools}
+}
+
+// Reason says why a tool has its mode in a channel.
+type Reason struct {
+	Mode  ToolMode
+	Rule  string    // the rule that decided: a tool, group:NAME or default
+	Layer string    // "channel" (set by an admin here) or "config"
+	By    string    // who set a channel rule
+	At    time.Time // when
+}
+
+// Mode is the tool's mode in the channel.
+func (p *Policy) Mode(tool string) ToolMode { return p.Why(tool).Mode }
+
+// Why says which rule decides the tool's mode.
+func (p *Policy) Why(tool string) Reason {
+	names := []string{tool}
+	if g := GroupOf(tool); g != "" {
+		names = append(names, GroupRule(g))
+	}
+	names = append(names, DefaultRule)
+	for _, n := range names {
+		if r, ok := p.stored[n]; ok {
+			return Reason{Mode: r.Mode, Rule: n, Layer: "channel", By: r.By, At: r.At}
+		}
+		if n == DefaultRule {
+			return Reason{Mode: p.defaults.Default, Rule: n, Layer: "config"}
+		}
+		if m, ok := p.defaults.Rules[n]; ok {
+			return Reason{Mode: m, Rule: n, Layer: "config"}
+		}
+	}
+	panic("unreachable")
+}
+
+// Stored returns the channel's own rules.
+func (p *Policy) Stored() map[string]Rule { return maps.Clone(p.stored) }
+
+// Leaks lists, for the tools known, each tool left more open than a tool
+// of its group that a rule restricts: "shell is deny, but start is allow
+// (both exec)". A person setting a rule is shown these, and the config
+// check warns with them.
+func (p *Policy) Leaks(known []string) []string {
+	var out []string
+	byGroup := map[string][]string{}
+	for _, t := range known {
+		if g := GroupOf(t); g != "" {
+			byGroup[g] = append(byGroup[g], t)
+		}
+	}
+	for _, g := range slices.Sorted(maps.Keys(byGroup)) {
+		ts := byGroup[g]
+		slices.Sort(ts)
+		for _, t := range ts {
+			why := p.Why(t)
+			if why.Rule != t || why.Mode == ToolAllow {
+				continue // only a tool's own restricting rule can be undone by its group
+			}
+			for _, o := range ts {
+				if o != t && strictness(p.Mode(o)) < strictness(why.Mode) {
+					out = append(out, fmt.Sprintf("%s is %s, but %s is %s (both %s): set the group instead, %s=%s", t, why.Mode, o, p.Mode(o), g, g, why.Mode))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func strictness(m ToolMode) int {
+	switch m {
+	case ToolDeny:
+		return 2
+	case ToolAsk:
+		return 1
+	}
+	return 0
+}
