@@ -1,5 +1,6 @@
 // Command firstmate runs the agent: `serve` for Slack and Telegram, `chat`
-// for a terminal session, `doctor` to check a setup, `version`.
+// for a terminal session, `admin` for access, policy and the audit log,
+// `doctor` to check a setup, `version`.
 package main
 
 import (
