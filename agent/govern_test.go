@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -431,7 +432,7 @@ func TestApprovals(t *testing.T) {
 }
 
 // A turn waiting for a person holds no worker: with one worker and many
-// sessions waiting, another session's turn still runs.
+// sessions waiting (50, as the issue asks), another session's turn still runs.
 func TestWaitingForApprovalHoldsNoWorker(t *testing.T) {
 	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
 		last := req.Messages[len(req.Messages)-1]
@@ -446,8 +447,8 @@ func TestWaitingForApprovalHoldsNoWorker(t *testing.T) {
 	h := govHarness(t, m, agent.DispatcherConfig{Tools: govTools(), Workers: 1,
 		Policy: agent.PolicyDefaults{Rules: map[string]agent.ToolMode{"shell": agent.ToolAsk}}})
 	var waiting []agent.SessionKey
-	for i := range 20 {
-		k := agent.SessionKey{Platform: "test", Chat: "W", Thread: string(rune('a' + i))}
+	for i := range 50 {
+		k := agent.SessionKey{Platform: "test", Chat: "W", Thread: fmt.Sprint(i)}
 		waiting = append(waiting, k)
 		h.submit(t, inbound(k, "w"+k.Thread, "run it"))
 	}
@@ -458,7 +459,7 @@ func TestWaitingForApprovalHoldsNoWorker(t *testing.T) {
 	h.submit(t, inbound(quick, "q1", "quick"))
 	h.idle(t, quick)
 	if a, _, _ := h.p.final(quick); len(a) != 1 {
-		t.Fatalf("quick session answers %q while 20 wait for approval", a)
+		t.Fatalf("quick session answers %q while 50 wait for approval", a)
 	}
 	for _, k := range waiting {
 		req := h.approvalOf(t, k)

@@ -104,6 +104,15 @@ func doctorTools(ctx context.Context, r *report, cfg *config.Config) {
 		return
 	}
 	r.ok("tools", strings.Join(box.set.Names(), ", "))
+	for _, w := range cfg.PolicyWarnings(box.set.Known()) {
+		r.warn("policy", w)
+	}
+	access := cfg.Access()
+	var modes []string
+	for _, p := range []string{"slack", "telegram"} {
+		modes = append(modes, p+" "+string(access[p].Mode))
+	}
+	r.ok("access", strings.Join(modes, ", ")+fmt.Sprintf("; %d admin(s) configured", len(cfg.Admins)))
 	if why, ok := box.set.Unavailable("search"); ok {
 		r.warn("tools", "search is not offered: "+why)
 	}

@@ -197,6 +197,16 @@ func TestDoctor(t *testing.T) {
 			!strings.Contains(out, "shell, start, stop, write") {
 			t.Errorf("doctor does not report the sandbox and the shell:\n%s", out)
 		}
+		if !strings.Contains(out, "ok    access     slack open, telegram pairing; 0 admin(s) configured") {
+			t.Errorf("doctor does not report access:\n%s", out)
+		}
+	})
+	t.Run("a rule that leaves a tool of the same power open", func(t *testing.T) {
+		cfg := writeFile(t, "tools:\n  deny: [shell]\n")
+		out, _, code := runBinary(t, append(chatEnv(t, llm, t.TempDir()), "FIRSTMATE_CONFIG="+cfg), "", "doctor")
+		if code != 0 || !strings.Contains(out, "shell is deny, but start is allow (both exec)") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
 	})
 	t.Run("bad config and unreachable llm", func(t *testing.T) {
 		cfg := writeFile(t, "llm:\n  tool_protocol: xml\n  modle: x\n")
