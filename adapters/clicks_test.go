@@ -124,6 +124,8 @@ type submitter struct {
 	setErr    error
 }
 
+func (s *submitter) Admit(context.Context, agent.Inbound) (bool, error) { return true, nil }
+
 func (s *submitter) Submit(context.Context, agent.Inbound) error { return nil }
 
 func (s *submitter) Decide(_ context.Context, d agent.Decision) (agent.Decided, error) {

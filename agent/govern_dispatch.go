@@ -39,6 +39,23 @@ func (d *Dispatcher) adminHere(ctx context.Context, chat SessionKey, u User) boo
 	return ok
 }
 
+// Admit implements [Submitter].
+func (d *Dispatcher) Admit(ctx context.Context, in Inbound) (bool, error) {
+	if err := in.Validate(); err != nil {
+		return false, err
+	}
+	return d.admit(ctx, in)
+}
+
+// auditUser names a user in the audit log: "slack:U0123", unambiguous across
+// platforms, as the command line's "cli:NAME" is.
+func auditUser(platform, id string) string {
+	if id == "" {
+		return ""
+	}
+	return platform + ":" + id
+}
+
 // refusalWindow is how long a refused person is not told again.
 const refusalWindow = 24 * time.Hour
 
@@ -73,7 +90,7 @@ func (d *Dispatcher) admit(ctx context.Context, in Inbound) (bool, error) {
 	if err != nil || !first {
 		return false, err
 	}
-	d.audit(ctx, AuditEntry{Action: AuditAccessRefused, Platform: in.Key.Platform, Channel: in.Key.Channel().String(), User: in.User.ID,
+	d.audit(ctx, AuditEntry{Action: AuditAccessRefused, Platform: in.Key.Platform, Channel: in.Key.Channel().String(), User: auditUser(in.Key.Platform, in.User.ID),
 		Outcome: "told", Detail: string(acc.Mode)})
 	what := "you"
 	if in.User.External {
@@ -97,7 +114,7 @@ func (d *Dispatcher) pair(ctx context.Context, in Inbound) error {
 	if err != nil || !created {
 		return err
 	}
-	d.audit(ctx, AuditEntry{Action: AuditPairRequest, Platform: p.Platform, Channel: p.Chat.String(), User: in.User.ID,
+	d.audit(ctx, AuditEntry{Action: AuditPairRequest, Platform: p.Platform, Channel: p.Chat.String(), User: auditUser(in.Key.Platform, in.User.ID),
 		Outcome: "told", Detail: string(p.Kind) + " " + p.ID + nameSuffix(p.Name)})
 	who := "you"
 	if p.Kind == GrantChat {
@@ -143,7 +160,7 @@ func (d *Dispatcher) overRate(ctx context.Context, in Inbound) (bool, error) {
 	if first, err := d.cfg.Store.Once(ctx, "rate-told:"+who, time.Minute); err != nil || !first {
 		return true, err
 	}
-	d.audit(ctx, AuditEntry{Action: AuditBudget, Platform: in.Key.Platform, Channel: in.Key.Channel().String(), User: in.User.ID,
+	d.audit(ctx, AuditEntry{Action: AuditBudget, Platform: in.Key.Platform, Channel: in.Key.Channel().String(), User: auditUser(in.Key.Platform, in.User.ID),
 		Outcome: "messages", Detail: fmt.Sprintf("more than %d messages a minute", limit)})
 	d.reply(ctx, in, Notice{Text: fmt.Sprintf("You are sending messages faster than I take them here (%d a minute), so I skipped the last ones. Wait a minute and send again.", limit)})
 	return true, nil
@@ -175,7 +192,7 @@ func (d *Dispatcher) budgetHooks(key SessionKey, requester User, log *slog.Logge
 			return nil
 		}
 		if used >= limit {
-			d.audit(ctx, AuditEntry{Action: AuditBudget, Platform: ch.Platform, Channel: ch.String(), User: requester.ID,
+			d.audit(ctx, AuditEntry{Action: AuditBudget, Platform: ch.Platform, Channel: ch.String(), User: auditUser(ch.Platform, requester.ID),
 				Outcome: "tokens", Detail: fmt.Sprintf("%d of %d tokens today", used, limit)})
 			return &BudgetError{Used: used, Limit: limit}
 		}
@@ -197,7 +214,7 @@ func (d *Dispatcher) budgetHooks(key SessionKey, requester User, log *slog.Logge
 func (d *Dispatcher) toolAudit(key SessionKey, requester User) func(context.Context, ToolCall, string, string, time.Duration) {
 	ch := key.Channel()
 	return func(ctx context.Context, call ToolCall, args, outcome string, took time.Duration) {
-		d.audit(ctx, AuditEntry{Action: AuditToolCall, Platform: ch.Platform, Channel: ch.String(), User: requester.ID,
+		d.audit(ctx, AuditEntry{Action: AuditToolCall, Platform: ch.Platform, Channel: ch.String(), User: auditUser(ch.Platform, requester.ID),
 			Tool: call.Name, Args: shorten(args, 200), Outcome: outcome, Duration: took})
 	}
 }
@@ -290,7 +307,7 @@ func (d *Dispatcher) view(p *Policy, editable bool) PolicyView {
 // SetPolicy implements [Submitter].
 func (d *Dispatcher) SetPolicy(ctx context.Context, chat SessionKey, u User, change PolicyChange) (PolicyView, error) {
 	if !d.adminHere(ctx, chat, u) {
-		d.audit(ctx, AuditEntry{Action: AuditPolicyRefused, Platform: chat.Platform, Channel: chat.Channel().String(), User: u.ID,
+		d.audit(ctx, AuditEntry{Action: AuditPolicyRefused, Platform: chat.Platform, Channel: chat.Channel().String(), User: auditUser(chat.Platform, u.ID),
 			Outcome: "not an admin", Detail: change.String()})
 		return PolicyView{}, ErrNotAdmin
 	}
@@ -322,7 +339,7 @@ func (d *Dispatcher) approver(key SessionKey, th Thread, requester User, log *sl
 			log.Error("record approval", "err", err)
 			return false, fmt.Sprintf("%s needs approval, and the request could not be recorded; do not retry it now", req.Name)
 		}
-		d.audit(ctx, AuditEntry{Action: AuditApprovalAsked, Platform: key.Platform, Channel: key.Channel().String(), User: requester.ID,
+		d.audit(ctx, AuditEntry{Action: AuditApprovalAsked, Platform: key.Platform, Channel: key.Channel().String(), User: auditUser(key.Platform, requester.ID),
 			Tool: req.Name, Args: a.Args, Outcome: "pending", Detail: a.ID})
 		wake := d.waitFor(a.ID)
 		defer d.stopWaiting(a.ID)
@@ -442,7 +459,7 @@ func (d *Dispatcher) Decide(ctx context.Context, dec Decision) (Decided, error) 
 	}
 	refuse := func(why string) (Decided, error) {
 		d.audit(ctx, AuditEntry{Action: AuditApprovalRefused, Platform: a.Key.Platform, Channel: a.Key.Channel().String(),
-			User: dec.User.ID, Tool: a.Tool, Outcome: "refused", Detail: a.ID + ": " + why})
+			User: auditUser(a.Key.Platform, dec.User.ID), Tool: a.Tool, Outcome: "refused", Detail: a.ID + ": " + why})
 		return Decided{Approval: a, Notice: why}, nil
 	}
 	if dec.Chat.Platform != a.Key.Platform || dec.Chat.Channel() != a.Key.Channel() {
@@ -474,7 +491,7 @@ func (d *Dispatcher) Decide(ctx context.Context, dec Decision) (Decided, error) 
 	if !decided {
 		return Decided{Approval: final, Notice: outcomeLine(final)}, nil
 	}
-	d.audit(ctx, AuditEntry{Action: AuditApprovalDecided, Platform: a.Key.Platform, Channel: a.Key.Channel().String(), User: dec.User.ID,
+	d.audit(ctx, AuditEntry{Action: AuditApprovalDecided, Platform: a.Key.Platform, Channel: a.Key.Channel().String(), User: auditUser(a.Key.Platform, dec.User.ID),
 		Tool: a.Tool, Args: a.Args, Outcome: string(final.State), Detail: a.ID + alwaysNote(final)})
 	if final.Always {
 		if _, err := ChangePolicy(ctx, d.cfg.Store, a.Key, a.Key.Platform+":"+dec.User.ID,

@@ -31,6 +31,10 @@ type Approver interface {
 // adapter may acknowledge the platform.
 type Submitter interface {
 	Submit(ctx context.Context, in Inbound) error
+	// Admit reports whether in's author may talk to the bot there, telling
+	// a refused person once, as Submit does. An adapter asks it before what
+	// it serves itself, without Submit (Slack's tools dialog).
+	Admit(ctx context.Context, in Inbound) (bool, error)
 	// Decide records a person's click on an approval; see [Decision].
 	Decide(ctx context.Context, d Decision) (Decided, error)
 	// Policy describes a channel's tool policy to user (a Slack modal, a

@@ -106,6 +106,8 @@ func policyView(chat agent.SessionKey, version int64, editable bool) agent.Polic
 	}}
 }
 
+func (s *submitter) Admit(context.Context, agent.Inbound) (bool, error) { return true, nil }
+
 func (s *submitter) Submit(_ context.Context, in agent.Inbound) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -54,6 +54,7 @@ type Adapter struct {
 	users  sync.Map          // user ID → display name, for attributing messages
 	lookup chan string       // user IDs to look up, for Run's resolver
 	admins adminCache        // users.info answers for IsAdmin
+	teams  sync.Map          // user ID → their own team ID, for slash commands
 }
 
 // New connects to the Web API (auth.test gives the bot's own IDs).
@@ -285,10 +286,7 @@ func (a *Adapter) submitCommand(ctx context.Context, d agent.Submitter, cmd slac
 			"text": "Usage: " + cmd.Command + " " + UsageHint() + ". To ask me something, mention me in a channel or send me a direct message."}, nil, nil
 	}
 	key := agent.SessionKey{Platform: Platform, Team: orDefault(cmd.TeamID, a.norm.me.TeamID), Chat: cmd.ChannelID}
-	user := agent.User{ID: cmd.UserID, Name: cmd.UserName}
-	if c.Name == "tools" && args == "" && cmd.TriggerID != "" {
-		return nil, func(ctx context.Context) { a.openTools(ctx, d, key, user, cmd.TriggerID) }, nil
-	}
+	user := agent.User{ID: cmd.UserID, Name: cmd.UserName, External: a.outsider(ctx, cmd)}
 	in := agent.Inbound{
 		Key:       key,
 		MessageID: "slash:" + cmd.TriggerID,
@@ -304,7 +302,44 @@ func (a *Adapter) submitCommand(ctx context.Context, d agent.Submitter, cmd slac
 	default:
 		in.ChatName = cmd.ChannelName
 	}
+	if c.Name == "tools" && args == "" && cmd.TriggerID != "" {
+		// The dialog is served here, not by Submit: who may talk to the
+		// bot is asked first (a refused person is told, once).
+		return nil, func(ctx context.Context) {
+			if ok, err := d.Admit(ctx, in); err != nil || !ok {
+				if err != nil {
+					a.log.Error("slack: checking access for the tools modal", "err", err)
+				}
+				return
+			}
+			a.openTools(ctx, d, key, user, cmd.TriggerID)
+		}, nil
+	}
 	return nil, nil, d.Submit(ctx, in)
+}
+
+// outsider reports whether a slash command's author belongs to another
+// organisation than the installing workspace (a Slack Connect channel).
+// The payload's team is the workspace it was run in, so the author's own
+// team comes from users.info, asked once per user.
+func (a *Adapter) outsider(ctx context.Context, cmd slack.SlashCommand) bool {
+	home := a.norm.me.TeamID
+	if cmd.TeamID != "" && cmd.TeamID != home {
+		return true
+	}
+	if v, ok := a.teams.Load(cmd.UserID); ok {
+		return v.(string) != home
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	u, err := a.api.GetUserInfoContext(ctx, cmd.UserID)
+	if err != nil {
+		a.log.Warn("slack users.info for a slash command's author", "user", cmd.UserID, "err", err)
+		return false // the same as a message's author, whose event names no other team
+	}
+	team := orDefault(u.TeamID, home)
+	a.teams.Store(cmd.UserID, team)
+	return team != home
 }
 
 // UsageHint is the slash command's arguments, from the command registry:

@@ -33,6 +33,8 @@ type recorder struct {
 	view      agent.PolicyView // what SetPolicy and Policy answer
 }
 
+func (r *recorder) Admit(context.Context, agent.Inbound) (bool, error) { return true, nil }
+
 func (r *recorder) Submit(_ context.Context, in agent.Inbound) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -305,6 +305,9 @@ func TestTelegramBudgets(t *testing.T) {
 		e.tg.PrivateMessage(faketelegram.Bob, s)
 	}
 	e.answer(t, faketelegram.Bob, 0, "3 a minute", over.MessageID)
+	// The private chat's pace (three at once, then one a second) may hold
+	// the last one back a moment.
+	e.waitCount(t, faketelegram.Bob, "used its model budget", 2)
 	time.Sleep(300 * time.Millisecond)
 	msgs := e.tg.BotMessages(faketelegram.Bob)
 	if len(msgs) != 4 {
@@ -312,5 +315,36 @@ func TestTelegramBudgets(t *testing.T) {
 	}
 	if countAudit(e.audit(t), "budget.exceeded", "") < 2 {
 		t.Error("budget overruns not audited")
+	}
+}
+
+// No decision before the deadline is a denial: the question says so, the
+// model is told, and a click that comes later changes nothing.
+func TestTelegramApprovalTimesOut(t *testing.T) {
+	cfg := writeFile(t, "tools:\n  ask: [write]\napprovals:\n  timeout: 10s\n")
+	e := startTelegramGov(t, writeModel, "TELEGRAM_ACCESS=open", "FIRSTMATE_CONFIG="+cfg)
+	e.tg.PrivateMessage(faketelegram.Bob, "note this")
+	q := e.answer(t, faketelegram.Bob, 0, "needs approval to run write")
+	approve, ok := q.Button("Approve")
+	if !ok {
+		t.Fatalf("question keyboard %s", q.ReplyMarkup)
+	}
+	answer := e.answer(t, faketelegram.Bob, 0, "not approved within 10s")
+	if !strings.Contains(answer.Text, "tool said: error") {
+		t.Errorf("answer %q", answer.Text)
+	}
+	expired, _ := e.tg.Message(faketelegram.Bob, q.MessageID)
+	if !strings.Contains(expired.Text, "No decision in time") || len(expired.Keyboard()) != 0 {
+		t.Errorf("the question after the deadline: %q %s", expired.Text, expired.ReplyMarkup)
+	}
+	late := e.tg.CallbackQuery(faketelegram.Bob, faketelegram.Bob, q.MessageID, approve.CallbackData)
+	if a, ok := e.tg.WaitCallbackAnswer(late.CallbackQuery.ID, 20*time.Second); !ok || !strings.Contains(a.Text, "did not run") {
+		t.Errorf("a click after the deadline: %+v", a)
+	}
+	if notes, _ := filepath.Glob(filepath.Join(e.data, "workspaces", "*", "note.txt")); len(notes) != 0 {
+		t.Errorf("written without approval: %v", notes)
+	}
+	if n := countAudit(e.audit(t), "approval.decided", "expired"); n != 1 {
+		t.Errorf("%d expiries audited", n)
 	}
 }
