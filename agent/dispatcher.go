@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/firstmate/firstmate/tools"
@@ -48,8 +49,20 @@ type DispatcherConfig struct {
 	Workspace       []tools.WorkspaceOption
 	Platforms       map[string]Platform // by SessionKey.Platform
 	Workers         int                 // sessions run in parallel; default 8
-	LeaseTTL        time.Duration       // default 60s, renewed every third of it
-	Grace           time.Duration       // how long shutdown waits for running turns; default 10s
+	LeaseTTL        time.Duration       // default 15s, renewed every third of it
+	// Replica names this process among replicas (its host or pod, and
+	// port): with the store's boot counter it makes the lease owner, so a
+	// restarted replica takes its own leases back at once. Empty: a random
+	// owner.
+	Replica string
+	// Owner, if set, is the lease owner itself ([Owner] of the replica and
+	// a boot the caller took), and Replica is not used.
+	Owner string
+	// ReadyEvery is how often the store is asked for sessions nobody
+	// holds (a dead replica's, a turn handed back); default 2s.
+	ReadyEvery time.Duration
+	Observer   Observer      // nil: none
+	Grace      time.Duration // how long shutdown waits for running turns; default 10s
 	// ContextTokens is the history budget sent to the model (estimated);
 	// older whole turns are left out. 0 means no limit.
 	ContextTokens int
@@ -108,7 +121,10 @@ func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
 		cfg.Workers = 8
 	}
 	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = 60 * time.Second
+		cfg.LeaseTTL = 15 * time.Second
+	}
+	if cfg.ReadyEvery <= 0 {
+		cfg.ReadyEvery = 2 * time.Second
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
@@ -238,8 +254,25 @@ func (d *Dispatcher) WaitIdle(ctx context.Context, key SessionKey) error {
 // taking work, gives running turns the grace period to finish, cancels the
 // rest and returns when every worker and command reply has stopped.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	if d.cfg.Owner != "" {
+		d.mu.Lock()
+		d.owner = d.cfg.Owner
+		d.mu.Unlock()
+	} else if d.cfg.Replica != "" {
+		if boot, err := d.cfg.Store.Boot(ctx, d.cfg.Replica); err != nil {
+			d.log.Error("count this replica's boots; its leases from before a crash expire on their own", "err", err)
+		} else {
+			d.mu.Lock()
+			d.owner = Owner(d.cfg.Replica, boot)
+			d.mu.Unlock()
+		}
+	}
+	d.log.Info("dispatcher started", "owner", d.ownerID(), "workers", d.cfg.Workers)
 	turnCtx, cancelTurns := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelTurns(nil)
+	var watcher sync.WaitGroup
+	defer watcher.Wait()
+	watcher.Go(func() { d.watchReady(ctx) })
 	d.mu.Lock()
 	d.workCtx = turnCtx
 	for range d.cfg.Workers {
@@ -282,13 +315,63 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	return nil
 }
 
+// ownerID is this process's lease owner.
+func (d *Dispatcher) ownerID() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.owner
+}
+
+// watchReady polls the store for sessions with work and no live lease
+// (their holder died, or handed them back at shutdown) and takes them, so
+// none waits for a restart or a new message.
+func (d *Dispatcher) watchReady(ctx context.Context) {
+	t := time.NewTicker(d.cfg.ReadyEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		keys, err := d.cfg.Store.Ready(ctx, 256)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("list ready sessions", "err", err)
+			}
+			continue
+		}
+		for _, key := range keys {
+			if d.scheduleNew(key) {
+				d.log.Info("taking over a session nobody holds", "session", key.String())
+				if d.cfg.Observer != nil {
+					d.cfg.Observer.TakenOver()
+				}
+			}
+		}
+	}
+}
+
+// scheduleNew schedules key unless this process has it already; it reports
+// whether it did.
+func (d *Dispatcher) scheduleNew(key SessionKey) bool {
+	d.mu.Lock()
+	_, known := d.sessions[key]
+	d.mu.Unlock()
+	if known {
+		return false
+	}
+	return d.schedule(key)
+}
+
 // schedule queues key for a worker unless it is queued already; if its turn
 // is running, the worker is told to look at the mailbox again afterwards.
-func (d *Dispatcher) schedule(key SessionKey) {
+// It reports whether key was newly queued.
+func (d *Dispatcher) schedule(key SessionKey) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closing {
-		return // the messages are durable; the next start picks them up
+		return false // the messages are durable; another replica or the next start takes them
 	}
 	if t, ok := d.retries[key]; ok {
 		t.Stop()
@@ -298,11 +381,12 @@ func (d *Dispatcher) schedule(key SessionKey) {
 		if s.running {
 			s.again = true
 		}
-		return
+		return false
 	}
 	d.sessions[key] = &session{}
 	d.queue = append(d.queue, key)
 	d.cond.Signal()
+	return true
 }
 
 // retryLater looks at key again after delay: its lease was held by another
@@ -384,8 +468,10 @@ func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session)
 	log := d.log.With("session", key.String())
 	// Store calls after the turn must work even when ctx was cancelled.
 	bg := context.WithoutCancel(ctx)
+	owner := d.ownerID()
 	for {
-		claim, err := d.cfg.Store.Claim(ctx, key, d.owner, d.cfg.LeaseTTL)
+		claimed := time.Now()
+		claim, err := d.cfg.Store.Claim(ctx, key, owner, d.cfg.LeaseTTL)
 		if errors.Is(err, ErrLeaseHeld) {
 			// Another worker runs the session and finds these messages when
 			// it releases; if it died instead, its lease expires and the
@@ -398,11 +484,16 @@ func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session)
 			d.retryLater(key, d.retryDelay())
 			return
 		}
+		// Answers a holder committed but did not show (it died, or the
+		// platform was down) go out first, in order.
+		for _, out := range claim.Outbox {
+			d.redeliver(bg, key, out, log)
+		}
 		if len(claim.Mailbox) > 0 {
-			switch d.turn(ctx, key, s, claim, log) {
+			switch d.turn(ctx, key, s, claim, claimed, log) {
 			case turnLeaseLost:
 				return
-			case turnNotSaved:
+			case turnNotSaved, turnHandedOver:
 				d.abandon(bg, key, log)
 				return
 			}
@@ -414,7 +505,7 @@ func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session)
 			return
 		}
 		rctx, cancel := context.WithTimeout(bg, 10*time.Second)
-		pending, err := d.cfg.Store.Release(rctx, key, d.owner)
+		pending, err := d.cfg.Store.Release(rctx, key, owner)
 		cancel()
 		if err != nil {
 			log.Error("release session", "err", err)
@@ -430,7 +521,7 @@ func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session)
 func (d *Dispatcher) abandon(ctx context.Context, key SessionKey, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := d.cfg.Store.Abandon(ctx, key, d.owner); err != nil {
+	if err := d.cfg.Store.Abandon(ctx, key, d.ownerID()); err != nil {
 		log.Warn("abandon lease; it expires on its own", "err", err)
 	}
 }
@@ -438,13 +529,14 @@ func (d *Dispatcher) abandon(ctx context.Context, key SessionKey, log *slog.Logg
 type turnResult int
 
 const (
-	turnDone      turnResult = iota
-	turnLeaseLost            // another worker owns the session now
-	turnNotSaved             // the store kept failing; the mailbox is still there
+	turnDone       turnResult = iota
+	turnLeaseLost             // another worker owns the session now
+	turnNotSaved              // the store kept failing; the mailbox is still there
+	turnHandedOver            // shutdown cut it short; the mailbox is still there
 )
 
 // turn runs one turn over the claimed mailbox and commits it.
-func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim *Claim, log *slog.Logger) turnResult {
+func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim *Claim, claimed time.Time, log *slog.Logger) turnResult {
 	start := time.Now()
 	trigger := claim.Mailbox[len(claim.Mailbox)-1]
 	th := d.thread(key, trigger)
@@ -468,7 +560,9 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 		s.cancel = nil
 		d.mu.Unlock()
 	}()
-	renewDone := d.keepLease(turnCtx, key, cancel, log)
+	var renewed atomic.Int64 // when the lease was last made good, Unix ns
+	renewed.Store(claimed.UnixNano())
+	renewDone := d.keepLease(turnCtx, key, cancel, &renewed, log)
 
 	ids := make([]string, len(claim.Mailbox))
 	for i, m := range claim.Mailbox {
@@ -508,41 +602,132 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	}
 	cancel(nil)
 	<-renewDone
+	took := time.Since(start)
+	done := func(outcome string) {
+		if d.cfg.Observer != nil {
+			d.cfg.Observer.TurnDone(key.Platform, outcome, took)
+		}
+	}
 	if errors.Is(context.Cause(turnCtx), ErrLeaseLost) {
 		log.Warn("lease lost mid-turn; another worker takes the session over")
+		done(OutcomeLeaseLost)
 		return turnLeaseLost
+	}
+	if errors.Is(err, ErrShutdown) {
+		// Handed back, not answered: the messages stay in the mailbox and
+		// the turn is done again by another replica or after the restart.
+		log.Info("shutting down mid-turn; handing the session back", "steps", out.Steps, "tools", out.ToolCalls, "took", took)
+		done(OutcomeHandedOver)
+		return turnHandedOver
 	}
 
-	// The turn is over, whatever ctx says now: commit it so the history
-	// stays whole and the mailbox entries are not answered twice.
+	// The turn is over, whatever ctx says now: commit it, with what to
+	// show, so the history stays whole, the mailbox entries are not
+	// answered twice, and the answer survives a crash before it is shown.
 	bg := context.WithoutCancel(ctx)
-	commitErr := d.commit(bg, key, len(claim.Mailbox), out.Messages, log)
+	ob := &Outbound{ID: newApprovalID(), Trigger: trigger, Steps: out.Steps, Tools: out.ToolCalls, Took: took}
+	if err != nil {
+		ob.Failure = d.userMessage(err)
+		log.Warn("turn failed", "err", err, "steps", out.Steps, "tools", out.ToolCalls, "took", took)
+	} else {
+		ob.Answer = out.Answer
+		ob.Files = dedupe(out.Files)
+		log.Info("turn done", "steps", out.Steps, "tools", out.ToolCalls, "took", took,
+			"prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens)
+	}
+	until := time.Unix(0, renewed.Load()).Add(d.cfg.LeaseTTL)
+	commitErr := d.commit(bg, key, len(claim.Mailbox), out.Messages, ob, until, log)
 	if errors.Is(commitErr, ErrLeaseLost) {
 		log.Warn("lease lost before commit; another worker takes the session over")
+		done(OutcomeLeaseLost)
 		return turnLeaseLost
 	}
-	result := turnDone
 	if commitErr != nil {
-		// The person still gets the answer; the messages stay in the
-		// mailbox and are answered again with the next message.
-		log.Error("commit turn failed; the turn is not saved", "err", commitErr)
-		result = turnNotSaved
+		// Nothing is shown: the messages are still in the mailbox, and
+		// whoever holds the session next answers them, once.
+		log.Error("commit kept failing while the lease lasted; the turn is done again later", "err", commitErr)
+		done(OutcomeNotSaved)
+		return turnNotSaved
 	}
-	// Showing the answer may wait out a platform's rate limits (adapters
-	// give up after a few minutes) and upload files: the turn is saved, so
-	// this is the only chance to deliver it.
-	ectx, ecancel := context.WithTimeout(bg, 5*time.Minute)
-	defer ecancel()
-	took := time.Since(start)
+	switch {
+	case errors.Is(err, ErrStopped):
+		done(OutcomeStopped)
+	case err != nil:
+		done(OutcomeFailed)
+	default:
+		done(OutcomeAnswered)
+	}
+	d.show(bg, key, th, ws, *ob, err, log)
+	return turnDone
+}
+
+// show delivers an outbox entry in th and marks it delivered. Showing may
+// wait out a platform's rate limits (adapters give up after a few minutes)
+// and upload files. An entry that cannot be shown is still marked: the
+// renderer has tried what it could, and trying forever would hold the
+// session.
+func (d *Dispatcher) show(ctx context.Context, key SessionKey, th Thread, ws *tools.Workspace, ob Outbound, cause error, log *slog.Logger) {
+	ectx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var err error
+	if th != nil {
+		if ob.Failure != "" {
+			err = th.Emit(ectx, Failed{Message: ob.Failure, Err: cause})
+		} else {
+			var files []Attachment
+			if ws != nil {
+				files = attachments(ws, ob.Files)
+			}
+			err = th.Emit(ectx, Answer{Text: ob.Answer, Files: files, Steps: ob.Steps, Tools: ob.Tools, Took: ob.Took})
+		}
+	}
 	if err != nil {
-		log.Warn("turn failed", "err", err, "steps", out.Steps, "tools", out.ToolCalls, "took", took)
-		emit(ectx, th, Failed{Message: d.userMessage(err), Err: err}, log)
-		return result
+		log.Warn("showing the answer failed", "err", err)
 	}
-	log.Info("turn done", "steps", out.Steps, "tools", out.ToolCalls, "took", took,
-		"prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens)
-	emit(ectx, th, Answer{Text: out.Answer, Files: attachments(ws, out.Files), Steps: out.Steps, Tools: out.ToolCalls, Took: took}, log)
-	return result
+	if d.cfg.Observer != nil {
+		d.cfg.Observer.Delivered(err == nil)
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		mctx, mcancel := context.WithTimeout(ctx, 5*time.Second)
+		derr := d.cfg.Store.Delivered(mctx, key, ob.ID)
+		mcancel()
+		if derr == nil {
+			return
+		}
+		log.Warn("mark answer delivered", "err", derr)
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+}
+
+// redeliver shows an answer that a holder committed but did not show.
+func (d *Dispatcher) redeliver(ctx context.Context, key SessionKey, ob Outbound, log *slog.Logger) {
+	log.Info("showing an answer committed by an earlier holder", "answers", ob.Trigger.MessageID)
+	th := d.thread(key, ob.Trigger)
+	if c, ok := th.(io.Closer); ok {
+		defer c.Close()
+	}
+	var ws *tools.Workspace
+	if len(ob.Files) > 0 {
+		var err error
+		if ws, err = tools.OpenWorkspace(d.cfg.WorkspaceDir, key.Channel().String(), d.cfg.Workspace...); err != nil {
+			log.Warn("open workspace for attachments", "err", err)
+		} else {
+			defer ws.Close()
+		}
+	}
+	d.show(ctx, key, th, ws, ob, nil, log)
+}
+
+func dedupe(paths []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // attachments describes the files a turn attached, each opened through the
@@ -619,28 +804,31 @@ func (d *Dispatcher) withThreadContext(ctx context.Context, key SessionKey, trig
 	return "[Earlier messages in this thread, for context]\n" + earlier + "\n\n[The message to answer]\n" + input
 }
 
-// commit saves a turn, retrying a failing store a few times (a Redis
-// failover takes seconds). A lost lease is final at once.
-func (d *Dispatcher) commit(ctx context.Context, key SessionKey, consumed int, msgs []Message, log *slog.Logger) error {
-	var err error
-	for attempt, wait := 0, 200*time.Millisecond; attempt < 4; attempt, wait = attempt+1, wait*3 {
-		if attempt > 0 {
-			log.Warn("commit failed; retrying", "err", err, "in", wait)
-			time.Sleep(wait)
-		}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = d.cfg.Store.Commit(cctx, key, d.owner, consumed, msgs)
+// commit saves a turn. A store that fails (a Redis failover takes seconds)
+// is retried with backoff while the lease lasts: after that another holder
+// may have taken the session, and the owner check would refuse anyway. A
+// lost lease is final at once.
+func (d *Dispatcher) commit(ctx context.Context, key SessionKey, consumed int, msgs []Message, ob *Outbound, until time.Time, log *slog.Logger) error {
+	wait := 100 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := d.cfg.Store.Commit(cctx, key, d.ownerID(), consumed, msgs, ob)
 		cancel()
 		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrInvalid) {
 			return err
 		}
+		if time.Now().Add(wait).After(until) {
+			return err
+		}
+		log.Warn("commit failed; retrying while the lease lasts", "err", err, "in", wait)
+		time.Sleep(wait)
+		wait = min(wait*2, 2*time.Second)
 	}
-	return err
 }
 
 // keepLease renews the session lease until ctx ends; losing it cancels the
 // turn with ErrLeaseLost. The returned channel closes when it has stopped.
-func (d *Dispatcher) keepLease(ctx context.Context, key SessionKey, cancel context.CancelCauseFunc, log *slog.Logger) <-chan struct{} {
+func (d *Dispatcher) keepLease(ctx context.Context, key SessionKey, cancel context.CancelCauseFunc, renewed *atomic.Int64, log *slog.Logger) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -651,7 +839,11 @@ func (d *Dispatcher) keepLease(ctx context.Context, key SessionKey, cancel conte
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				err := d.cfg.Store.Renew(ctx, key, d.owner, d.cfg.LeaseTTL)
+				asked := time.Now()
+				err := d.cfg.Store.Renew(ctx, key, d.ownerID(), d.cfg.LeaseTTL)
+				if err == nil {
+					renewed.Store(asked.UnixNano())
+				}
 				if errors.Is(err, ErrLeaseLost) {
 					cancel(ErrLeaseLost)
 					return

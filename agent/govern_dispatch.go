@@ -179,7 +179,7 @@ func today() string { return time.Now().UTC().Format(time.DateOnly) }
 
 // budgetHooks check the channel's tokens before each model call and count
 // them after.
-func (d *Dispatcher) budgetHooks(key SessionKey, requester User, log *slog.Logger) (before func(context.Context) error, after func(context.Context, Usage)) {
+func (d *Dispatcher) budgetHooks(key SessionKey, requester User, log *slog.Logger) (before func(context.Context) error, after func(context.Context, Usage, time.Duration, error)) {
 	ch := key.Channel()
 	limit := d.cfg.Budgets.ChannelTokensPerDay
 	before = func(ctx context.Context) error {
@@ -198,7 +198,10 @@ func (d *Dispatcher) budgetHooks(key SessionKey, requester User, log *slog.Logge
 		}
 		return nil
 	}
-	after = func(ctx context.Context, u Usage) {
+	after = func(ctx context.Context, u Usage, took time.Duration, err error) {
+		if d.cfg.Observer != nil {
+			d.cfg.Observer.ModelCall(took, u, err)
+		}
 		n := int64(u.PromptTokens + u.CompletionTokens)
 		if n <= 0 {
 			return
@@ -214,6 +217,9 @@ func (d *Dispatcher) budgetHooks(key SessionKey, requester User, log *slog.Logge
 func (d *Dispatcher) toolAudit(key SessionKey, requester User) func(context.Context, ToolCall, string, string, time.Duration) {
 	ch := key.Channel()
 	return func(ctx context.Context, call ToolCall, args, outcome string, took time.Duration) {
+		if d.cfg.Observer != nil {
+			d.cfg.Observer.ToolCall(call.Name, outcome, took)
+		}
 		d.audit(ctx, AuditEntry{Action: AuditToolCall, Platform: ch.Platform, Channel: ch.String(), User: auditUser(ch.Platform, requester.ID),
 			Tool: call.Name, Args: shorten(args, 200), Outcome: outcome, Duration: took})
 	}

@@ -147,6 +147,11 @@ type Inbound struct {
 	// dispatcher checks the store).
 	FollowUp bool      `json:"follow_up,omitempty"`
 	Time     time.Time `json:"time"`
+	// Seq is the message's place in its chat in the platform's order, a
+	// string that sorts as the platform's order does (a Slack ts, a
+	// Telegram message_id, zero-padded to a fixed width by the adapter);
+	// the mailbox keeps that order. Empty: arrival order.
+	Seq string `json:"seq,omitempty"`
 	// ReplyTo is an adapter-defined reference the Thread uses to answer
 	// (for example the Telegram message ID to reply to). Opaque to agent.
 	ReplyTo string `json:"reply_to,omitempty"`

@@ -48,8 +48,9 @@ type Turn struct {
 	// BeforeModel, if set, runs before each model call; an error ends the
 	// turn with it (a budget spent).
 	BeforeModel func(ctx context.Context) error
-	// AfterModel, if set, is told each model call's usage.
-	AfterModel func(ctx context.Context, u Usage)
+	// AfterModel, if set, is told each model call's usage, how long it
+	// took and, if it failed, why.
+	AfterModel func(ctx context.Context, u Usage, took time.Duration, err error)
 	// ToolDone, if set, is told each tool call's outcome ("ok", "error",
 	// "denied"), its arguments as shown to people, and how long it ran.
 	ToolDone func(ctx context.Context, call ToolCall, shownArgs string, outcome string, took time.Duration)
@@ -115,15 +116,20 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 				return out, err
 			}
 		}
+		began := time.Now()
 		resp, err := l.Model.Complete(ctx, req)
+		if t.AfterModel != nil {
+			var u Usage
+			if resp != nil {
+				u = resp.Usage
+			}
+			t.AfterModel(ctx, u, time.Since(began), err)
+		}
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				err = context.Cause(ctx)
 			}
 			return out, err
-		}
-		if t.AfterModel != nil {
-			t.AfterModel(ctx, resp.Usage)
 		}
 		out.Steps++
 		out.Usage.PromptTokens += resp.Usage.PromptTokens

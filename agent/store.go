@@ -17,10 +17,16 @@ import (
 type Store interface {
 	GovernStore
 
-	// Enqueue appends in to its session's mailbox unless a message with the
+	// Enqueue adds in to its session's mailbox unless a message with the
 	// same ID was enqueued in the same chat within the dedup window. It
 	// reports whether the message was new. When it returns nil the message
-	// is durable.
+	// is durable, and the session is ready (see Ready) until its mailbox
+	// is empty.
+	//
+	// The mailbox keeps the platform's order (Inbound.Seq, compared as
+	// strings; a message without one goes last), whatever order deliveries
+	// arrive in, except that a message never goes before entries a running
+	// turn claimed: those are consumed first, by count.
 	Enqueue(ctx context.Context, in Inbound) (added bool, err error)
 
 	// Seen records the ID of a message that does not enter the mailbox (a
@@ -29,18 +35,47 @@ type Store interface {
 	Seen(ctx context.Context, in Inbound) (first bool, err error)
 
 	// Claim takes the session's lease for owner if nobody holds it (or owner
-	// already does) and returns the mailbox and history in one step. It
-	// returns ErrLeaseHeld if another owner holds the lease.
+	// already does) and returns the mailbox, the history and the outbox in
+	// one step. It returns ErrLeaseHeld if another owner holds the lease.
+	//
+	// An owner written "REPLICA#BOOT" ([Owner]) also takes a lease held by
+	// an earlier boot of the same replica: that process is gone (it
+	// crashed and this one replaced it), so its sessions need not wait out
+	// the lease's TTL.
 	Claim(ctx context.Context, key SessionKey, owner string, ttl time.Duration) (*Claim, error)
 
 	// Renew extends owner's lease. ErrLeaseLost if owner no longer holds it.
 	Renew(ctx context.Context, key SessionKey, owner string, ttl time.Duration) error
 
 	// Commit appends one turn to the history, removes the first consumed
-	// mailbox entries, trims the history to the store's turn limit (whole
-	// turns, oldest first) and refreshes the idle TTL, all at once.
-	// ErrLeaseLost if owner no longer holds the lease (nothing is written).
-	Commit(ctx context.Context, key SessionKey, owner string, consumed int, turn []Message) error
+	// mailbox entries, adds out (if not nil) to the session's outbox, trims
+	// the history to the store's turn limit (whole turns, oldest first) and
+	// refreshes the idle TTL, all at once. ErrLeaseLost if owner no longer
+	// holds the lease (nothing is written): the owner is the fencing token,
+	// unique to one process's life, so a stale holder can never commit.
+	Commit(ctx context.Context, key SessionKey, owner string, consumed int, turn []Message, out *Outbound) error
+
+	// Delivered removes the outbox entry with that ID: it was shown. It is
+	// not an error if there is none (another holder delivered it).
+	Delivered(ctx context.Context, key SessionKey, id string) error
+
+	// Ready lists up to limit sessions whose mailbox or outbox has entries
+	// and whose lease nobody holds, the longest waiting first: a holder
+	// died, or a turn was handed back at shutdown. Every replica polls it
+	// and claims what it finds, so nothing waits for a restart or a new
+	// message. It must stay cheap with many idle sessions (no full scan).
+	Ready(ctx context.Context, limit int) ([]SessionKey, error)
+
+	// Boot returns the next boot number of a replica (1 for its first
+	// start): with the replica's name it makes an [Owner] unique to one
+	// process's life.
+	Boot(ctx context.Context, replica string) (int64, error)
+
+	// TryLease takes or renews a named lease (one Telegram poller among
+	// replicas) for owner, for ttl, and reports whether owner holds it.
+	TryLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+	// DropLease gives up a named lease if owner holds it.
+	DropLease(ctx context.Context, name, owner string) error
 
 	// Release drops owner's lease unless the mailbox has entries; then it
 	// keeps the lease and reports pending > 0 so the owner runs another turn.
@@ -52,9 +87,9 @@ type Store interface {
 	// error if owner no longer holds the lease.
 	Abandon(ctx context.Context, key SessionKey, owner string) error
 
-	// Waiting lists the sessions whose mailbox has entries. A starting
-	// process calls it to pick up messages recorded before a crash or a
-	// restart; it may scan, so it is not for the hot path.
+	// Waiting lists the sessions whose mailbox has entries, sorted by
+	// SessionKey.String. It may scan, so it is for tools and tests, not
+	// for the hot path (see Ready).
 	Waiting(ctx context.Context) ([]SessionKey, error)
 
 	// History returns the session's history, oldest first.
@@ -85,9 +120,30 @@ type Store interface {
 
 // Claim is what a lease holder starts a turn with.
 type Claim struct {
-	Mailbox []Inbound // pending messages, oldest first
+	Mailbox []Inbound // pending messages, in the platform's order
 	History []Message
+	Outbox  []Outbound // answers committed but not yet shown, oldest first
 }
+
+// Outbound is a turn's answer (or its failure message), committed with the
+// turn and shown from the outbox, so that a crash between the commit and
+// the platform call loses nothing: whoever claims the session next shows
+// it. What remains is a duplicate if the crash falls between the platform
+// call and Delivered.
+type Outbound struct {
+	ID      string        `json:"id"`
+	Trigger Inbound       `json:"trigger"` // the message it answers, to reply to it
+	Answer  string        `json:"answer,omitempty"`
+	Failure string        `json:"failure,omitempty"` // said instead of an answer
+	Files   []string      `json:"files,omitempty"`   // workspace-relative, attached to the answer
+	Steps   int           `json:"steps,omitempty"`
+	Tools   int           `json:"tools,omitempty"`
+	Took    time.Duration `json:"took,omitempty"`
+}
+
+// Owner names a lease holder: a replica's stable name (its host or pod,
+// and its port) and its boot number from [Store.Boot].
+func Owner(replica string, boot int64) string { return fmt.Sprintf("%s#%d", replica, boot) }
 
 // ChannelSettings are a channel's stored overrides of the configured
 // defaults. Version increments on every write.

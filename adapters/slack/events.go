@@ -125,6 +125,16 @@ func (n *normalizer) mentionsMe(text string) bool {
 	return false
 }
 
+// tsSeq makes a message ts sort as Slack orders messages: "1700000000.000200"
+// with its seconds zero-padded, so a string comparison is a numeric one.
+func tsSeq(ts string) string {
+	sec, frac, _ := strings.Cut(ts, ".")
+	if sec == "" || len(sec) > 20 || strings.Trim(sec, "0123456789") != "" || strings.Trim(frac, "0123456789") != "" {
+		return ""
+	}
+	return strings.Repeat("0", 20-len(sec)) + sec + "." + frac + strings.Repeat("0", max(0, 6-len(frac)))
+}
+
 func (n *normalizer) message(team, channel, thread, ts, user, text string, files []slack.File, addressed, followUp bool) agent.Inbound {
 	in := agent.Inbound{
 		Key:       agent.SessionKey{Platform: Platform, Team: team, Chat: channel, Thread: thread},
@@ -135,6 +145,7 @@ func (n *normalizer) message(team, channel, thread, ts, user, text string, files
 		FollowUp:  followUp,
 		Time:      tsTime(ts),
 		ReplyTo:   ts,
+		Seq:       tsSeq(ts),
 	}
 	for _, f := range files {
 		in.Files = append(in.Files, agent.File{ID: f.ID, Name: fileName(f), URL: f.URLPrivateDownload, MIME: f.Mimetype, Size: int64(f.Size)})

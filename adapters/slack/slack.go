@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -55,6 +56,7 @@ type Adapter struct {
 	lookup chan string       // user IDs to look up, for Run's resolver
 	admins adminCache        // users.info answers for IsAdmin
 	teams  sync.Map          // user ID → their own team ID, for slash commands
+	socket atomic.Bool       // the Socket Mode connection is up
 }
 
 // New connects to the Web API (auth.test gives the bot's own IDs).
@@ -75,7 +77,7 @@ func New(ctx context.Context, cfg Config) (*Adapter, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	opts := []slack.Option{slack.OptionHTTPClient(cfg.HTTPClient)}
+	opts := []slack.Option{slack.OptionHTTPClient(cfg.HTTPClient), slack.OptionLog(slog.NewLogLogger(log.Handler(), slog.LevelDebug))}
 	if cfg.APIURL != "" {
 		opts = append(opts, slack.OptionAPIURL(cfg.APIURL))
 	}
@@ -113,6 +115,15 @@ func (a *Adapter) TeamID() string { return a.norm.me.TeamID }
 // Name is the platform of the sessions this adapter serves.
 func (a *Adapter) Name() string { return Platform }
 
+// Ready reports whether Slack can reach the bot: with Socket Mode, while
+// its connection is up; with HTTP events only, always (Slack calls us).
+func (a *Adapter) Ready() error {
+	if a.cfg.AppToken != "" && !a.socket.Load() {
+		return errors.New("slack socket mode not connected")
+	}
+	return nil
+}
+
 // Routes adds the HTTP Events API endpoints when a signing secret is set.
 func (a *Adapter) Routes(mux *http.ServeMux, d agent.Submitter) {
 	if a.cfg.SigningSecret == "" {
@@ -136,6 +147,7 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 		return nil
 	}
 	sm := socketmode.New(a.api, socketmode.OptionLog(slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)))
+	defer a.socket.Store(false)
 	runErr := make(chan error, 1)
 	// The client reconnects on its own; it returns on ctx or a fatal error
 	// (bad app token).
@@ -231,12 +243,17 @@ func (a *Adapter) onSocketEvent(ctx context.Context, sm *socketmode.Client, d ag
 			a.ack(ctx, sm, &socketmode.Request{EnvelopeID: env.EnvelopeID}, nil)
 		}
 	case socketmode.EventTypeConnecting:
+		a.socket.Store(false)
 		a.log.Debug("slack socket mode connecting")
 	case socketmode.EventTypeConnected:
+		a.socket.Store(true)
 		a.log.Info("slack socket mode connected")
 	case socketmode.EventTypeConnectionError, socketmode.EventTypeIncomingError:
+		// Readiness stays: an incoming error can be one bad frame on a
+		// live connection; a dead one reconnects, which says connecting.
 		a.log.Warn("slack socket mode error; reconnecting", "err", fmt.Sprint(evt.Data))
 	case socketmode.EventTypeInvalidAuth:
+		a.socket.Store(false)
 		a.log.Error("slack socket mode: invalid app token (SLACK_APP_TOKEN)")
 	}
 }

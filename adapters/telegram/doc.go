@@ -11,4 +11,14 @@
 // always answered with answerCallbackQuery (callback.go). With
 // Config.ChatAdmins a group's Telegram administrators count as the bot's
 // admins there (admins.go).
+//
+// Telegram serves one getUpdates consumer per bot and answers a second
+// one 409 Conflict, so replicas sharing a token take turns (poll.go): with
+// Config.PollLease the holder of the lease "telegram-poll:<bot ID>" polls
+// and renews it from a goroutine that ends the long poll the moment the
+// lease is lost or cannot be renewed; the others stand by and take over
+// when it drops the lease at shutdown or lets it expire. The offset moves
+// only past submitted updates and is confirmed before the lease is
+// dropped, so a hand-over loses nothing and repeats nothing. A webhook
+// needs no lease: every replica serves it.
 package telegram

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +35,15 @@ type Config struct {
 	// ChatAdmins makes a group's Telegram administrators (its creator and
 	// admins) the bot's admins in that group; see [Adapter.IsAdmin].
 	ChatAdmins bool
+	// PollLease, when set, lets one replica at a time long-poll (Telegram
+	// answers a second getUpdates consumer 409 Conflict): the holder of
+	// the lease "telegram-poll:<bot ID>" polls, the others stand by and
+	// take over when it stops or dies. Nil: this process polls alone. A
+	// webhook needs none; every replica serves it.
+	PollLease PollLease
+	// Owner names this replica's hold on PollLease (agent.Owner: unique
+	// to one process's life). Required with PollLease.
+	Owner string
 }
 
 // The Bot API's own cap on getFile downloads.
@@ -62,7 +70,12 @@ type Adapter struct {
 	global   *adapters.Bucket  // messages in all
 	noDrafts atomic.Bool       // the server has no sendMessageDraft
 	admins   adminCache
-	channels sync.Map // chat IDs seen to be channels: no admins asked there
+	channels sync.Map    // chat IDs seen to be channels: no admins asked there
+	polling  atomic.Bool // this replica runs the long poll now
+	lease    leaseTiming
+	// receiving: Run has set the webhook, or runs the long poll (with a
+	// poll lease: polls, or stands by to).
+	receiving atomic.Bool
 }
 
 // New checks the token with getMe.
@@ -72,6 +85,9 @@ func New(ctx context.Context, cfg Config) (*Adapter, error) {
 	}
 	if cfg.WebhookURL != "" && cfg.WebhookSecret == "" {
 		return nil, errors.New("telegram: a webhook needs a secret (TELEGRAM_WEBHOOK_SECRET), so forged updates can be refused")
+	}
+	if cfg.PollLease != nil && cfg.Owner == "" {
+		return nil, errors.New("telegram: a poll lease needs an owner")
 	}
 	if cfg.APIURL == "" {
 		cfg.APIURL = "https://api.telegram.org"
@@ -99,6 +115,7 @@ func New(ctx context.Context, cfg Config) (*Adapter, error) {
 		privates: adapters.NewBuckets(time.Second, 3),
 		groups:   adapters.NewBuckets(3*time.Second, 4),
 		global:   adapters.NewBucket(time.Second/30, 30),
+		lease:    defaultLeaseTiming,
 	}
 	var me user
 	if err := a.call(ctx, "getMe", nil, &me); err != nil {
@@ -115,6 +132,18 @@ func (a *Adapter) Drain(ctx context.Context) { a.render.Close(ctx) }
 
 // Name is the platform of the sessions this adapter serves.
 func (a *Adapter) Name() string { return Platform }
+
+// Ready reports whether updates reach this replica: its webhook is set,
+// or it long-polls (with a poll lease: or stands by to).
+func (a *Adapter) Ready() error {
+	switch {
+	case a.receiving.Load():
+		return nil
+	case a.cfg.WebhookURL != "":
+		return errors.New("telegram webhook not set")
+	}
+	return errors.New("telegram not polling")
+}
 
 // Username is the bot's @username.
 func (a *Adapter) Username() string { return a.norm.me.Username }
@@ -209,8 +238,12 @@ func (a *Adapter) handle(ctx context.Context, d agent.Submitter, u *update) erro
 
 // Run registers the commands, then receives updates until ctx ends: by
 // webhook (setWebhook, then wait) or by long polling (deleteWebhook, then
-// poll).
+// poll). With a webhook every replica serves it (Telegram spreads its
+// requests over whoever answers at the URL), so no lease is taken; a
+// long poll has one consumer per bot, so with Config.PollLease only the
+// lease holder polls and the other replicas stand by (poll.go).
 func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
+	defer a.receiving.Store(false)
 	a.setCommands(ctx)
 	if a.cfg.WebhookURL != "" {
 		allowed, _ := json.Marshal(allowedUpdates)
@@ -220,13 +253,21 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 			return fmt.Errorf("telegram setWebhook: %w", err)
 		}
 		a.log.Info("telegram webhook set", "url", a.cfg.WebhookURL)
+		a.receiving.Store(true)
 		<-ctx.Done()
 		return nil
 	}
 	if err := a.call(ctx, "deleteWebhook", nil, nil); err != nil && ctx.Err() == nil {
 		a.log.Warn("telegram deleteWebhook failed", "err", err)
 	}
-	return a.poll(ctx, d)
+	a.receiving.Store(true)
+	if a.cfg.PollLease == nil {
+		a.polling.Store(true)
+		defer a.polling.Store(false)
+		p := &poller{a: a, d: d}
+		return p.poll(ctx, ctx)
+	}
+	return a.pollLeased(ctx, d)
 }
 
 func (a *Adapter) setCommands(ctx context.Context) {
@@ -266,79 +307,6 @@ func commandMenu() []map[string]string {
 }
 
 var menuName = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
-
-// poll is the long-polling loop. The offset moves past an update only
-// after Submit returned for it, so a crash in between means Telegram sends
-// it again; the dispatcher's dedup makes that one answer.
-func (a *Adapter) poll(ctx context.Context, d agent.Submitter) error {
-	var offset int64
-	allowed, _ := json.Marshal(allowedUpdates)
-	backoff := time.Second
-	conflictLogged := time.Time{}
-	for ctx.Err() == nil {
-		var updates []json.RawMessage
-		params := tgbotapi.Params{
-			"offset":          strconv.FormatInt(offset, 10),
-			"timeout":         strconv.Itoa(int(a.cfg.PollTimeout / time.Second)),
-			"allowed_updates": string(allowed),
-		}
-		err := a.call(ctx, "getUpdates", params, &updates)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			wait := backoff
-			if e, ok := apiError(err); ok {
-				switch {
-				case e.Code == http.StatusConflict:
-					// Another poller, or a webhook: one line a minute, not a flood.
-					if time.Since(conflictLogged) > time.Minute {
-						a.log.Error("telegram getUpdates conflict: another firstmate (or a webhook) uses this bot token; retrying", "err", e.Message)
-						conflictLogged = time.Now()
-					}
-				case e.RetryAfter > 0:
-					wait = time.Duration(e.RetryAfter) * time.Second
-				case e.Code == http.StatusUnauthorized:
-					return fmt.Errorf("telegram: the bot token was refused (revoked?): %s", e.Message)
-				default:
-					a.log.Warn("telegram getUpdates failed", "err", err)
-				}
-			} else {
-				a.log.Warn("telegram getUpdates failed", "err", err)
-			}
-			if !sleep(ctx, wait) {
-				return nil
-			}
-			backoff = min(backoff*2, 30*time.Second)
-			continue
-		}
-		backoff = time.Second
-		for _, raw := range updates {
-			var u update
-			if err := json.Unmarshal(raw, &u); err != nil {
-				a.log.Warn("telegram update not understood; skipped", "err", err)
-				a.answerUnreadable(ctx, raw)
-				offset = max(offset, updateID(raw)+1)
-				continue // it can never be read; do not get stuck on it
-			}
-			for {
-				err := a.handle(ctx, d, &u)
-				if err == nil {
-					break
-				}
-				if ctx.Err() != nil || errors.Is(err, agent.ErrShutdown) {
-					return nil // not confirmed: it comes again after the restart
-				}
-				a.log.Error("telegram update not recorded; retrying", "update", u.UpdateID, "err", err)
-				if !sleep(ctx, time.Second) {
-					return nil
-				}
-			}
-			offset = u.UpdateID + 1
-		}
-	}
-	return nil
-}
 
 // sleep waits d or until ctx ends; it reports whether the wait completed.
 func sleep(ctx context.Context, d time.Duration) bool {

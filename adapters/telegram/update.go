@@ -1,6 +1,7 @@
 package telegram
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -153,6 +154,8 @@ func (n *normalizer) inbound(u *update) (agent.Inbound, bool) {
 		Time:      time.Unix(m.Date, 0).UTC(),
 		ReplyTo:   strconv.FormatInt(m.MessageID, 10),
 		Private:   m.Chat.Type == "private",
+		// message_id grows in a chat: zero-padded, it sorts as a string.
+		Seq: fmt.Sprintf("%020d", m.MessageID),
 	}
 	if !in.Private {
 		in.ChatName = m.Chat.Title

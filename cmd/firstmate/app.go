@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/firstmate/firstmate/adapters/console"
 	"github.com/firstmate/firstmate/agent"
@@ -98,6 +100,31 @@ type app struct {
 	model *openai.Model
 	tools *toolbox
 	loop  *agent.Loop
+	// observer is told what the dispatcher does, for /metrics (serve
+	// only; nil observes nothing).
+	observer agent.Observer
+	// owner is this process's lease owner among replicas (serve only:
+	// agent.Owner of replicaName and a boot); empty for chat, whose owner
+	// is random.
+	owner string
+}
+
+// replicaName is this process's name among replicas: FIRSTMATE_REPLICA if
+// set, else the host (a pod's name) and the HTTP port, which two
+// processes on one host cannot share. It survives a restart, so the new
+// process takes its predecessor's leases back at once.
+func replicaName(cfg *config.Config, env func(string) (string, bool)) string {
+	if v, ok := env("FIRSTMATE_REPLICA"); ok && strings.TrimSpace(v) != "" {
+		return strings.TrimSpace(v)
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "firstmate"
+	}
+	if _, port, err := net.SplitHostPort(cfg.HTTP.Addr); err == nil {
+		return host + "-" + port
+	}
+	return host
 }
 
 // close stops the sandbox probe and background jobs, then closes the store.
@@ -158,6 +185,7 @@ func (a *app) dispatcher(platforms map[string]agent.Platform) *agent.Dispatcher 
 		Budgets:         a.cfg.Budgets(),
 		ApprovalTimeout: a.cfg.Approvals.Timeout,
 		PairingTTL:      a.cfg.Pairing.CodeTTL,
+		Owner:           a.owner,
 		WorkspaceDir:    workspaceDir(a.cfg),
 		Workspace:       a.tools.wsOpts,
 		Platforms:       platforms,
@@ -165,5 +193,6 @@ func (a *app) dispatcher(platforms map[string]agent.Platform) *agent.Dispatcher 
 		ContextTokens:   a.cfg.LLM.ContextTokens,
 		ModelName:       a.cfg.LLM.Model,
 		Logger:          a.log,
+		Observer:        a.observer,
 	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,9 +11,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/adapters/slack"
@@ -41,8 +47,9 @@ type adapter interface {
 	Drain(ctx context.Context)
 }
 
-// adaptersFor builds the adapters the configuration asks for.
-func adaptersFor(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]adapter, error) {
+// adaptersFor builds the adapters the configuration asks for; m counts
+// their API calls.
+func adaptersFor(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics, lease telegram.PollLease, owner string) ([]adapter, error) {
 	if !cfg.Slack.Enabled() && !cfg.Telegram.Enabled() {
 		return nil, errNothingToServe
 	}
@@ -52,7 +59,13 @@ func adaptersFor(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]a
 	}
 	var out []adapter
 	if cfg.Telegram.Enabled() {
-		tg, err := telegram.New(ctx, telegramConfig(cfg, mode, log))
+		tc := telegramConfig(cfg, mode, log)
+		// Long polling: one replica polls at a time (the lease), the
+		// others stand by. Webhooks reach every replica.
+		tc.PollLease, tc.Owner = lease, owner
+		// No client timeout: a long poll waits; every call has a ctx.
+		tc.HTTPClient = m.client(telegram.Platform, telegramMethod(cfg.Telegram.APIURL), 0)
+		tg, err := telegram.New(ctx, tc)
 		if err != nil {
 			return nil, err
 		}
@@ -67,6 +80,7 @@ func adaptersFor(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]a
 			Progress:        mode,
 			AllowBots:       cfg.Slack.AllowBots,
 			WorkspaceAdmins: cfg.Slack.WorkspaceAdmins,
+			HTTPClient:      m.client(slack.Platform, slackMethod(cmp.Or(cfg.Slack.APIURL, slackAPI)), 60*time.Second),
 			Logger:          log.With("platform", "slack"),
 		})
 		if err != nil {
@@ -90,6 +104,7 @@ func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return errNothingToServe
 	}
 	log := newLogger(cfg, stderr)
+	libraryLogs(log)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a, err := newApp(ctx, cfg, log)
@@ -97,7 +112,15 @@ func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	defer a.close()
-	adapters, err := adaptersFor(ctx, cfg, log)
+	replica := replicaName(cfg, os.LookupEnv)
+	boot, err := a.store.Boot(ctx, replica)
+	if err != nil {
+		return fmt.Errorf("store: count this replica's boots: %w", err)
+	}
+	a.owner = agent.Owner(replica, boot)
+	log.Info("replica", "owner", a.owner)
+	m := newMetrics(a.tools.set.Known())
+	adapters, err := adaptersFor(ctx, cfg, log, m, a.store, a.owner)
 	if err != nil {
 		return err
 	}
@@ -105,8 +128,11 @@ func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("http listener: %w (set FIRSTMATE_HTTP_ADDR to a free address)", err)
 	}
-	return runServe(ctx, a, ln, adapters)
+	return serve(ctx, a, ln, adapters, m)
 }
+
+// slackAPI is Slack's Web API, when SLACK_API_URL does not say otherwise.
+const slackAPI = "https://slack.com/api/"
 
 func telegramConfig(cfg *config.Config, mode adapters.Mode, log *slog.Logger) telegram.Config {
 	return telegram.Config{
@@ -122,18 +148,30 @@ func telegramConfig(cfg *config.Config, mode adapters.Mode, log *slog.Logger) te
 	}
 }
 
-// runServe runs the dispatcher, the HTTP listener on ln and the adapters
+// runServe is serve with metrics of its own; the adapters' API calls are
+// not among them (their clients were built without).
+func runServe(ctx context.Context, a *app, ln net.Listener, adapters []adapter) error {
+	return serve(ctx, a, ln, adapters, newMetrics(a.tools.set.Known()))
+}
+
+// serve runs the dispatcher, the HTTP listener on ln and the adapters
 // until ctx ends or one of them fails, then shuts down in order: first
 // what receives messages (the adapters, and the listener, which drains its
 // webhook requests), then the dispatcher, which gives running turns its
-// grace period. So no message is accepted that nobody will answer.
-func runServe(ctx context.Context, a *app, ln net.Listener, adapters []adapter) error {
+// grace period. So no message is accepted that nobody will answer. The
+// dispatcher reports to m, which /metrics shows.
+func serve(ctx context.Context, a *app, ln net.Listener, adapters []adapter, m *metrics) error {
 	platforms := map[string]agent.Platform{}
+	var stopping atomic.Bool // /readyz says 503 from the first moment of shutdown
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthz(a.store))
+	mux.Handle("GET /readyz", readyz(a.store, adapters, &stopping))
+	mux.Handle("GET /metrics", m.handler(a.log))
 	for _, ad := range adapters {
 		platforms[ad.Name()] = ad
+		m.platforms(ad.Name())
 	}
+	a.observer = m
 	d := a.dispatcher(platforms)
 	for _, ad := range adapters {
 		ad.Routes(mux, d)
@@ -168,6 +206,7 @@ func runServe(ctx context.Context, a *app, ln net.Listener, adapters []adapter) 
 	})
 	a.log.Info("serving", "http", ln.Addr().String(), "platforms", len(adapters))
 	<-ctx.Done()
+	stopping.Store(true)
 	a.log.Info("shutting down")
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer scancel()
@@ -191,14 +230,75 @@ func runServe(ctx context.Context, a *app, ln net.Listener, adapters []adapter) 
 
 // healthz answers 200 while the store answers, 503 otherwise.
 func healthz(st agent.Store) http.Handler {
-	probe := agent.SessionKey{Platform: "health", Chat: "probe"}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if _, err := st.Pending(ctx, probe); err != nil {
+		if err := storeAnswers(r.Context(), st); err != nil {
 			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ok\n")
 	})
+}
+
+// storeAnswers makes a cheap store call, waiting 2 s at most.
+func storeAnswers(ctx context.Context, st agent.Store) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := st.Pending(ctx, agent.SessionKey{Platform: "health", Chat: "probe"})
+	return err
+}
+
+// readier is an adapter that knows whether its platform reaches it (Slack's
+// Socket Mode connected, Telegram polling or its webhook set).
+type readier interface{ Ready() error }
+
+// readyz answers 200 while this process can take work: it is not shutting
+// down, every adapter is connected and the store answers; 503 with the
+// first reason otherwise.
+func readyz(st agent.Store, adapters []adapter, stopping *atomic.Bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stopping.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		for _, ad := range adapters {
+			if rd, ok := ad.(readier); ok {
+				if err := rd.Ready(); err != nil {
+					http.Error(w, err.Error(), http.StatusServiceUnavailable)
+					return
+				}
+			}
+		}
+		if err := storeAnswers(r.Context(), st); err != nil {
+			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+}
+
+// libraryLogs sends what go-redis and telegram-bot-api print through log,
+// at warn level, so that with log.format json every line is JSON (both
+// keep their logger in a package variable; the standard library's log
+// goes the same way). Slack's clients are given their logger in
+// adapters/slack.
+func libraryLogs(log *slog.Logger) {
+	slog.SetDefault(log)
+	goredis.SetLogger(redisLog{log.With("lib", "go-redis")})
+	_ = tgbotapi.SetLogger(printfLog{log.With("lib", "telegram-bot-api")})
+}
+
+// redisLog is go-redis's internal.Logging over slog.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// printfLog is telegram-bot-api's BotLogger over slog.
+type printfLog struct{ log *slog.Logger }
+
+func (l printfLog) Println(v ...any) { l.log.Warn(strings.TrimSpace(fmt.Sprintln(v...))) }
+
+func (l printfLog) Printf(format string, v ...any) {
+	l.log.Warn(strings.TrimSpace(fmt.Sprintf(format, v...)))
 }

@@ -19,7 +19,10 @@
 // timeout passes. Its offset confirms updates as Telegram does (an update
 // is delivered again until a call's offset passes it, then it is forgotten),
 // allowed_updates is remembered, a new getUpdates ends one that is waiting
-// with 409 Conflict, and getUpdates while a webhook is set answers 409.
+// with 409 Conflict ("terminated by other getUpdates request", as when two
+// bot instances poll; a call whose client hung up is no conflict, and
+// [Server.Conflicts] does not count it), and getUpdates while a webhook is
+// set answers 409.
 // With [WithWebhookDelivery] updates are POSTed to the webhook instead,
 // with the X-Telegram-Bot-Api-Secret-Token header; [Server.DeliverWebhook]
 // posts one update by hand.

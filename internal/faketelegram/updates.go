@@ -36,10 +36,12 @@ type updateState struct {
 }
 
 // poller is a getUpdates call waiting for updates. kill ends it with 409
-// and reason.
+// and reason. gone is the request's context: done once the client hung
+// up, and a call nobody waits for any more is no conflict.
 type poller struct {
 	kill   chan struct{}
 	reason string
+	gone   context.Context
 }
 
 // Webhook is the webhook set with setWebhook.
@@ -241,7 +243,7 @@ func (s *Server) getUpdates(ctx context.Context, req *request) (any, *apiError) 
 		s.mu.Unlock()
 		return batch, nil
 	}
-	me := &poller{kill: make(chan struct{})}
+	me := &poller{kill: make(chan struct{}), gone: ctx}
 	s.upd.poll = me
 	s.upd.polling++
 	arrived := s.upd.arrived
@@ -270,6 +272,9 @@ func (s *Server) getUpdates(ctx context.Context, req *request) (any, *apiError) 
 				return batch, nil
 			}
 		case <-me.kill:
+			if ctx.Err() != nil {
+				return []Update{}, nil // the client is gone; nobody reads this
+			}
 			return nil, &apiError{code: http.StatusConflict, desc: me.reason}
 		case <-timer.C:
 			s.mu.Lock()
@@ -285,13 +290,17 @@ func (s *Server) getUpdates(ctx context.Context, req *request) (any, *apiError) 
 }
 
 // killPollLocked ends the waiting getUpdates call, if any, with 409 and
-// reason. s.mu must be held.
+// reason, as Telegram does when long polls overlap: only one consumer is
+// served. A call whose client already hung up (a poller that stopped) is
+// just forgotten, not counted as a conflict. s.mu must be held.
 func (s *Server) killPollLocked(reason string) {
 	if p := s.upd.poll; p != nil {
 		p.reason = reason
 		close(p.kill)
 		s.upd.poll = nil
-		s.upd.conflicts++
+		if p.gone.Err() == nil {
+			s.upd.conflicts++
+		}
 	}
 }
 

@@ -3,14 +3,23 @@
 // store/redis; both pass store/storetest.
 //
 // Every method touches the file in one bbolt transaction, so each step is
-// atomic as a Redis script is. TTLs are expiry timestamps checked on every read, which makes
-// them exact; a sweeper goroutine deletes expired records now and then only so
-// that the file does not grow without bound. The audit log is capped by
+// atomic as a Redis script is (Ready reads in one and, when it drops sessions
+// from the ready index, writes in a second, where it checks them again).
+// TTLs are expiry timestamps checked on every read, which makes them exact; a
+// sweeper goroutine deletes expired records now and then only so that the
+// file does not grow without bound. The audit log is capped by
 // length (WithAuditCap): each append deletes what falls past the cap.
 //
-// Leases live in memory. Only one process can open the file (bbolt holds an
-// exclusive lock on it), so memory is as shared as a lease needs to be, and a
-// restarted process does not wait for the lease of the process it replaces.
+// Leases live in memory, named ones too, and so does the count of mailbox
+// entries a lease holder claimed. Only one process can open the file (bbolt
+// holds an exclusive lock on it), so memory is as shared as a lease needs to
+// be, and a restarted process does not wait for the lease of the process it
+// replaces. Boot counters are in the file: they must never restart.
+//
+// The ready index (bucketReady, bucketReadyAt) lists the sessions that got
+// work (Enqueue, Commit with an outbox entry) in the order they got it,
+// until a Ready finds them without any, so Ready reads it and never the
+// sessions bucket, however many idle sessions the file holds.
 package local
 
 import (
@@ -32,6 +41,7 @@ import (
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/internal/storejson"
+	"github.com/firstmate/firstmate/store/internal/storelease"
 )
 
 // ErrInUse means another process has the store's file open.
@@ -43,8 +53,18 @@ var (
 	// chat key + message ID → dedup expiry. A channel key's String() ends
 	// at its third unescaped ':', so the concatenation cannot collide.
 	bucketSeen = []byte("seen")
-	// session key → bucket holding keyExpires, bucketMailbox, bucketHistory.
+	// session key → bucket holding keyExpires, bucketMailbox, bucketHistory,
+	// bucketOutbox.
 	bucketSessions = []byte("sessions")
+	// The ready index: sequence (the order sessions got work) → session
+	// key, and session key → its sequence in bucketReady. Enqueue and
+	// Commit with an outbox entry add a session that is not in it; Ready
+	// and the sweeper remove the sessions with no work (or none left).
+	bucketReady   = []byte("ready")
+	bucketReadyAt = []byte("readyat")
+	// replica name → its last boot number (uint64). Never expires: an
+	// owner string made from a boot number must never be handed out twice.
+	bucketBoots = []byte("boots")
 	// channel key → ChannelSettings as JSON. Never expires: an admin's
 	// policy holds until an admin changes it.
 	bucketSettings = []byte("settings")
@@ -52,6 +72,9 @@ var (
 	keyExpires    = []byte("exp")  // the session's idle deadline
 	bucketMailbox = []byte("mbox") // sequence → Inbound JSON
 	bucketHistory = []byte("hist") // sequence → JSON array of one turn's messages
+	// sequence → Outbound JSON. Files written before the outbox existed
+	// have sessions without this bucket; readers treat it as empty.
+	bucketOutbox = []byte("out")
 )
 
 // lockWait is how long Open waits for another process to let go of the file.
@@ -106,10 +129,16 @@ func open(path string, ret agent.Retention, wait time.Duration, opts ...Option) 
 		return nil, fmt.Errorf("local store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range append([][]byte{bucketSeen, bucketSessions, bucketSettings}, governBuckets...) {
+		// A file from before the ready index gets one: its sessions with
+		// waiting messages, in the order the file lists them.
+		index := tx.Bucket(bucketReady) == nil
+		for _, name := range append([][]byte{bucketSeen, bucketSessions, bucketSettings, bucketReady, bucketReadyAt, bucketBoots}, governBuckets...) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
+		}
+		if index {
+			return indexWaiting(tx)
 		}
 		return nil
 	})
@@ -121,7 +150,7 @@ func open(path string, ret agent.Retention, wait time.Duration, opts ...Option) 
 		db:       db,
 		ret:      ret.WithDefaults(),
 		auditCap: storegov.DefaultAuditCap,
-		leases:   leases{m: map[string]lease{}},
+		leases:   leases{m: map[string]lease{}, named: map[string]lease{}},
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -154,7 +183,12 @@ func (s *Store) Enqueue(ctx context.Context, in agent.Inbound) (added bool, err 
 	if err != nil {
 		return false, err
 	}
+	// The lease lock is held so that the claimed count stays what it was
+	// read as until the message is in.
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
 	now := time.Now()
+	floor := s.leases.claimed(in.Key, now)
 	err = s.db.Update(func(tx *bbolt.Tx) error {
 		first, err := s.markSeen(tx, in, now)
 		if err != nil || !first {
@@ -164,11 +198,11 @@ func (s *Store) Enqueue(ctx context.Context, in agent.Inbound) (added bool, err 
 		if err != nil {
 			return err
 		}
-		if err := appendSeq(sb.Bucket(bucketMailbox), data); err != nil {
+		if err := insertSorted(sb.Bucket(bucketMailbox), data, in.Seq, floor); err != nil {
 			return err
 		}
 		added = true
-		return nil
+		return markReady(tx, in.Key)
 	})
 	if err != nil {
 		return false, fmt.Errorf("enqueue: %w", err)
@@ -218,7 +252,7 @@ func (s *Store) Claim(ctx context.Context, key agent.SessionKey, owner string, t
 	s.leases.mu.Lock()
 	defer s.leases.mu.Unlock()
 	now := time.Now()
-	if l, ok := s.leases.m[key.String()]; ok && l.owner != owner && now.Before(l.expires) {
+	if l, ok := s.leases.m[key.String()]; ok && l.owner != owner && now.Before(l.expires) && !storelease.Earlier(l.owner, owner) {
 		return nil, agent.ErrLeaseHeld
 	}
 	c := &agent.Claim{}
@@ -231,13 +265,16 @@ func (s *Store) Claim(ctx context.Context, key agent.SessionKey, owner string, t
 		if c.Mailbox, err = readMailbox(sb); err != nil {
 			return err
 		}
-		c.History, err = readHistory(sb)
+		if c.History, err = readHistory(sb); err != nil {
+			return err
+		}
+		c.Outbox, err = readOutbox(sb)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	s.leases.m[key.String()] = lease{owner: owner, expires: now.Add(ttl)}
+	s.leases.m[key.String()] = lease{owner: owner, expires: now.Add(ttl), claimed: len(c.Mailbox)}
 	return c, nil
 }
 
@@ -255,25 +292,32 @@ func (s *Store) Renew(ctx context.Context, key agent.SessionKey, owner string, t
 	if !s.leases.holds(key, owner, now) {
 		return agent.ErrLeaseLost
 	}
-	s.leases.m[key.String()] = lease{owner: owner, expires: now.Add(ttl)}
+	l := s.leases.m[key.String()]
+	l.expires = now.Add(ttl)
+	s.leases.m[key.String()] = l
 	return nil
 }
 
 // Commit implements agent.Store.
-func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, consumed int, turn []agent.Message) error {
+func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, consumed int, turn []agent.Message, out *agent.Outbound) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	if consumed < 0 {
-		return fmt.Errorf("%w commit: consumed %d < 0", agent.ErrInvalid, consumed)
+	if err := storelease.CheckCommit(consumed, out); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var data []byte
+	var data, outData []byte
+	var err error
 	if len(turn) > 0 {
-		var err error
 		if data, err = storejson.Marshal(turn); err != nil {
+			return err
+		}
+	}
+	if out != nil {
+		if outData, err = storejson.Marshal(out); err != nil {
 			return err
 		}
 	}
@@ -285,13 +329,25 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 	if !s.leases.holds(key, owner, now) {
 		return agent.ErrLeaseLost
 	}
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	err = s.db.Update(func(tx *bbolt.Tx) error {
 		sb, err := s.touchSession(tx, key, now)
 		if err != nil {
 			return err
 		}
 		if err := deleteFirst(sb.Bucket(bucketMailbox), consumed); err != nil {
 			return err
+		}
+		if outData != nil {
+			ob, err := sb.CreateBucketIfNotExists(bucketOutbox)
+			if err != nil {
+				return err
+			}
+			if err := appendSeq(ob, outData); err != nil {
+				return err
+			}
+			if err := markReady(tx, key); err != nil {
+				return err
+			}
 		}
 		if data == nil {
 			return nil
@@ -305,6 +361,9 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	l := s.leases.m[key.String()]
+	l.claimed = max(l.claimed-consumed, 0)
+	s.leases.m[key.String()] = l
 	return nil
 }
 
@@ -322,8 +381,15 @@ func (s *Store) Release(ctx context.Context, key agent.SessionKey, owner string)
 	if !s.leases.holds(key, owner, now) {
 		return 0, agent.ErrLeaseLost
 	}
-	if pending, err = s.pending(now, key); err != nil || pending > 0 {
-		return pending, err
+	if pending, err = s.pending(now, key); err != nil {
+		return 0, err
+	}
+	if pending > 0 {
+		// The holder claims again, and sees the mailbox as it is then.
+		l := s.leases.m[key.String()]
+		l.claimed = 0
+		s.leases.m[key.String()] = l
+		return pending, nil
 	}
 	delete(s.leases.m, key.String())
 	return 0, nil
@@ -341,6 +407,152 @@ func (s *Store) Abandon(ctx context.Context, key agent.SessionKey, owner string)
 	defer s.leases.mu.Unlock()
 	if l, ok := s.leases.m[key.String()]; ok && l.owner == owner {
 		delete(s.leases.m, key.String())
+	}
+	return nil
+}
+
+// Delivered implements agent.Store.
+func (s *Store) Delivered(ctx context.Context, key agent.SessionKey, id string) error {
+	if err := storelease.CheckDelivered(key, id); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		sb := readSession(tx, key, time.Now())
+		if sb == nil || sb.Bucket(bucketOutbox) == nil {
+			return nil
+		}
+		ob := sb.Bucket(bucketOutbox)
+		c := ob.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			var o struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(v, &o) == nil && o.ID == id {
+				return ob.Delete(bytes.Clone(k))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delivered: %w", err)
+	}
+	return nil
+}
+
+// Ready implements agent.Store. It walks the ready index, oldest first,
+// and stops when it has limit sessions; the sessions it finds with no work
+// (or expired) leave the index.
+func (s *Store) Ready(ctx context.Context, limit int) ([]agent.SessionKey, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	now := time.Now()
+	var (
+		found []agent.SessionKey
+		idle  [][]byte
+	)
+	// A read transaction first: most polls find nothing to remove, and a
+	// write transaction costs an fsync.
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketReady).Cursor()
+		for k, name := c.First(); k != nil && len(found) < limit; k, name = c.Next() {
+			key, err := agent.ParseSessionKey(string(name))
+			switch {
+			case err != nil || !hasWork(readSession(tx, key, now)):
+				idle = append(idle, bytes.Clone(name))
+			case !s.leases.live(key, now):
+				found = append(found, key)
+			}
+		}
+		return nil
+	})
+	if err == nil && len(idle) > 0 {
+		err = s.db.Update(func(tx *bbolt.Tx) error {
+			for _, name := range idle {
+				// Nothing wrote in between (Enqueue and Commit hold the
+				// lease lock too), but a session's work is checked where
+				// it is removed, as in store/redis.
+				key, err := agent.ParseSessionKey(string(name))
+				if err == nil && hasWork(readSession(tx, key, now)) {
+					continue
+				}
+				if err := unmarkReady(tx, name); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ready: %w", err)
+	}
+	return found, nil
+}
+
+// Boot implements agent.Store.
+func (s *Store) Boot(ctx context.Context, replica string) (int64, error) {
+	if err := storelease.CheckReplica(replica); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	var n uint64
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketBoots)
+		if v := b.Get([]byte(replica)); len(v) == 8 {
+			n = binary.BigEndian.Uint64(v)
+		}
+		n++
+		return b.Put([]byte(replica), binary.BigEndian.AppendUint64(nil, n))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("boot: %w", err)
+	}
+	return int64(n), nil
+}
+
+// TryLease implements agent.Store.
+func (s *Store) TryLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
+	if err := storelease.CheckNamed(name, owner); err != nil {
+		return false, err
+	}
+	if err := storelease.CheckTTL(ttl); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	now := time.Now()
+	if l, ok := s.leases.named[name]; ok && l.owner != owner && now.Before(l.expires) {
+		return false, nil
+	}
+	s.leases.named[name] = lease{owner: owner, expires: now.Add(ttl)}
+	return true, nil
+}
+
+// DropLease implements agent.Store.
+func (s *Store) DropLease(ctx context.Context, name, owner string) error {
+	if err := storelease.CheckNamed(name, owner); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	if l, ok := s.leases.named[name]; ok && l.owner == owner {
+		delete(s.leases.named, name)
 	}
 	return nil
 }
@@ -549,7 +761,7 @@ func (s *Store) touchSession(tx *bbolt.Tx, key agent.SessionKey, now time.Time) 
 		if sb, err = sessions.CreateBucket(name); err != nil {
 			return nil, err
 		}
-		for _, sub := range [][]byte{bucketMailbox, bucketHistory} {
+		for _, sub := range [][]byte{bucketMailbox, bucketHistory, bucketOutbox} {
 			if _, err := sb.CreateBucket(sub); err != nil {
 				return nil, err
 			}
@@ -569,6 +781,137 @@ func readMailbox(sb *bbolt.Bucket) ([]agent.Inbound, error) {
 		return nil
 	})
 	return out, err
+}
+
+func readOutbox(sb *bbolt.Bucket) ([]agent.Outbound, error) {
+	ob := sb.Bucket(bucketOutbox)
+	if ob == nil {
+		return nil, nil
+	}
+	var out []agent.Outbound
+	err := ob.ForEach(func(_, v []byte) error {
+		var o agent.Outbound
+		if err := json.Unmarshal(v, &o); err != nil {
+			return fmt.Errorf("outbox entry: %w", err)
+		}
+		out = append(out, o)
+		return nil
+	})
+	return out, err
+}
+
+// hasWork reports whether a session (nil: none, or expired) has mailbox or
+// outbox entries.
+func hasWork(sb *bbolt.Bucket) bool {
+	if sb == nil {
+		return false
+	}
+	if nonEmpty(sb.Bucket(bucketMailbox)) {
+		return true
+	}
+	ob := sb.Bucket(bucketOutbox)
+	return ob != nil && nonEmpty(ob)
+}
+
+// markReady puts key in the ready index unless it is there.
+func markReady(tx *bbolt.Tx, key agent.SessionKey) error {
+	name := []byte(key.String())
+	at := tx.Bucket(bucketReadyAt)
+	if at.Get(name) != nil {
+		return nil
+	}
+	ready := tx.Bucket(bucketReady)
+	n, err := ready.NextSequence()
+	if err != nil {
+		return err
+	}
+	k := binary.BigEndian.AppendUint64(nil, n)
+	if err := ready.Put(k, name); err != nil {
+		return err
+	}
+	return at.Put(name, k)
+}
+
+// unmarkReady takes the session named name out of the ready index.
+func unmarkReady(tx *bbolt.Tx, name []byte) error {
+	at := tx.Bucket(bucketReadyAt)
+	k := at.Get(name)
+	if k == nil {
+		return nil
+	}
+	if err := tx.Bucket(bucketReady).Delete(bytes.Clone(k)); err != nil {
+		return err
+	}
+	return at.Delete(name)
+}
+
+// indexWaiting puts every session with waiting messages in the ready index.
+func indexWaiting(tx *bbolt.Tx) error {
+	sessions := tx.Bucket(bucketSessions)
+	var waiting []agent.SessionKey
+	err := sessions.ForEach(func(name, _ []byte) error {
+		sb := sessions.Bucket(name)
+		if sb == nil || sb.Bucket(bucketMailbox) == nil || !nonEmpty(sb.Bucket(bucketMailbox)) {
+			return nil
+		}
+		if key, err := agent.ParseSessionKey(string(name)); err == nil {
+			waiting = append(waiting, key)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, key := range waiting {
+		if err := markReady(tx, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertSorted adds entry, an Inbound whose Seq is seq, to the mailbox mb
+// in the platform's order (storelease.GoesAfter), never before mb's first
+// floor entries, which a running turn claimed. The entries it goes before
+// are moved behind it under new sequence numbers; comparing with the last
+// entry first keeps the usual case, a message newer than the rest, a plain
+// append.
+func insertSorted(mb *bbolt.Bucket, entry []byte, seq string, floor int) error {
+	c := mb.Cursor()
+	k, v := c.Last()
+	if k == nil || !storelease.GoesAfter(seqOf(v), seq) {
+		return appendSeq(mb, entry)
+	}
+	movable := count(mb) - floor
+	var keys, moved [][]byte // the entries that go after entry, last first
+	for ; k != nil && len(moved) < movable && storelease.GoesAfter(seqOf(v), seq); k, v = c.Prev() {
+		keys = append(keys, bytes.Clone(k))
+		moved = append(moved, bytes.Clone(v))
+	}
+	for _, k := range keys {
+		if err := mb.Delete(k); err != nil {
+			return err
+		}
+	}
+	if err := appendSeq(mb, entry); err != nil {
+		return err
+	}
+	for i := len(moved) - 1; i >= 0; i-- {
+		if err := appendSeq(mb, moved[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seqOf returns the Seq of a mailbox entry; "" if it has none or does not
+// decode.
+func seqOf(entry []byte) string {
+	var in struct {
+		Seq string `json:"seq"`
+	}
+	_ = json.Unmarshal(entry, &in)
+	return in.Seq
 }
 
 func readHistory(sb *bbolt.Bucket) ([]agent.Message, error) {
@@ -648,19 +991,39 @@ func decodeTime(b []byte) time.Time {
 type lease struct {
 	owner   string
 	expires time.Time
+	// claimed is how many mailbox entries the holder's last Claim handed
+	// out and no Commit has consumed yet: Enqueue inserts after them.
+	claimed int
 }
 
-// leases are the sessions' leases by session key. mu also serializes the
-// writes that must happen under a lease (Commit, Release).
+// leases are the sessions' leases by session key, and the named leases by
+// name. mu also serializes the writes that must happen under a lease
+// (Commit, Release) or that depend on one (Enqueue).
 type leases struct {
-	mu sync.Mutex
-	m  map[string]lease
+	mu    sync.Mutex
+	m     map[string]lease
+	named map[string]lease
 }
 
 // holds reports whether owner holds key's lease at now. l.mu must be held.
 func (l *leases) holds(key agent.SessionKey, owner string, now time.Time) bool {
 	cur, ok := l.m[key.String()]
 	return ok && cur.owner == owner && now.Before(cur.expires)
+}
+
+// live reports whether anyone holds key's lease at now. l.mu must be held.
+func (l *leases) live(key agent.SessionKey, now time.Time) bool {
+	cur, ok := l.m[key.String()]
+	return ok && now.Before(cur.expires)
+}
+
+// claimed returns how many mailbox entries key's lease holder claimed, 0
+// if nobody holds the lease at now. l.mu must be held.
+func (l *leases) claimed(key agent.SessionKey, now time.Time) int {
+	if cur, ok := l.m[key.String()]; ok && now.Before(cur.expires) {
+		return cur.claimed
+	}
+	return 0
 }
 
 // sweepInterval is how often expired records are deleted: often enough that
@@ -693,9 +1056,11 @@ func (s *Store) sweepLoop(every time.Duration) {
 // before now.
 func (s *Store) sweep(now time.Time) error {
 	s.leases.mu.Lock()
-	for k, l := range s.leases.m {
-		if !now.Before(l.expires) {
-			delete(s.leases.m, k)
+	for _, m := range []map[string]lease{s.leases.m, s.leases.named} {
+		for k, l := range m {
+			if !now.Before(l.expires) {
+				delete(m, k)
+			}
 		}
 	}
 	s.leases.mu.Unlock()
@@ -726,6 +1091,9 @@ func (s *Store) sweep(now time.Time) error {
 		}
 		for _, k := range dead {
 			if err := sessions.DeleteBucket(k); err != nil {
+				return err
+			}
+			if err := unmarkReady(tx, k); err != nil {
 				return err
 			}
 		}

@@ -96,7 +96,7 @@ func TestSweepDeletesExpired(t *testing.T) {
 		if _, err := s.Claim(ctx, k, "w", ttl); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Commit(ctx, k, "w", 1, []agent.Message{{Role: agent.RoleUser, Content: "hi"}}); err != nil {
+		if err := s.Commit(ctx, k, "w", 1, []agent.Message{{Role: agent.RoleUser, Content: "hi"}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -193,7 +193,7 @@ func BenchmarkTurn(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Commit(ctx, key, "w", len(c.Mailbox), turn); err != nil {
+		if err := s.Commit(ctx, key, "w", len(c.Mailbox), turn, nil); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := s.Release(ctx, key, "w"); err != nil {
@@ -314,5 +314,134 @@ func TestSettingsOfAnOlderVersion(t *testing.T) {
 	}
 	if _, err := s.SetSettings(t.Context(), key, cs); err != nil {
 		t.Fatalf("SetSettings over older settings: %v", err)
+	}
+}
+
+// readyIndex returns the sizes of the ready index's two buckets.
+func (s *Store) readyIndex(t *testing.T) (byOrder, bySession int) {
+	t.Helper()
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		byOrder, bySession = count(tx.Bucket(bucketReady)), count(tx.Bucket(bucketReadyAt))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return byOrder, bySession
+}
+
+func TestReadyIndexHoldsOnlyWork(t *testing.T) {
+	s, _ := openTemp(t, agent.Retention{})
+	ctx := t.Context()
+	const idle = 50
+	for i := range idle {
+		k := key
+		k.Thread = fmt.Sprint(i)
+		if _, err := s.Enqueue(ctx, agent.Inbound{Key: k, MessageID: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.Claim(ctx, k, "w", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Commit(ctx, k, "w", len(c.Mailbox), []agent.Message{{Role: agent.RoleUser, Content: "hi"}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Release(ctx, k, "w"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiting := key
+	waiting.Thread = "waiting"
+	if _, err := s.Enqueue(ctx, agent.Inbound{Key: waiting, MessageID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := s.readyIndex(t); a != idle+1 || b != idle+1 {
+		t.Fatalf("before Ready the index holds %d and %d entries, want %d", a, b, idle+1)
+	}
+	got, err := s.Ready(ctx, 10)
+	if err != nil || len(got) != 1 || got[0] != waiting {
+		t.Fatalf("Ready = %v, %v; want [%v]", got, err, waiting)
+	}
+	if a, b := s.readyIndex(t); a != 1 || b != 1 {
+		t.Fatalf("after Ready the index holds %d and %d entries, want 1", a, b)
+	}
+}
+
+// TestOpenIndexesAnOlderFile opens a file written before the ready index
+// and the outbox: its sessions with waiting messages are ready, and its
+// sessions work without an outbox bucket.
+func TestOpenIndexesAnOlderFile(t *testing.T) {
+	s, path := openTemp(t, agent.Retention{})
+	ctx := t.Context()
+	a, b := key, key
+	a.Thread, b.Thread = "a", "b"
+	for _, k := range []agent.SessionKey{a, b} {
+		if _, err := s.Enqueue(ctx, agent.Inbound{Key: k, MessageID: k.Thread}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Make it an older file.
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		for _, name := range [][]byte{bucketReady, bucketReadyAt} {
+			if err := tx.DeleteBucket(name); err != nil {
+				return err
+			}
+		}
+		sessions := tx.Bucket(bucketSessions)
+		return sessions.ForEach(func(name, _ []byte) error {
+			return sessions.Bucket(name).DeleteBucket(bucketOutbox)
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s, err = Open(path, agent.Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Ready(ctx, 10)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("Ready after opening an older file = %v, %v; want its 2 sessions", got, err)
+	}
+	c, err := s.Claim(ctx, a, "w", time.Minute)
+	if err != nil || len(c.Mailbox) != 1 || len(c.Outbox) != 0 {
+		t.Fatalf("Claim = %+v, %v", c, err)
+	}
+	if err := s.Delivered(ctx, a, "o1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, a, "w", 1, nil, &agent.Outbound{ID: "o1"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = s.Claim(ctx, a, "w", time.Minute); err != nil || len(c.Outbox) != 1 {
+		t.Fatalf("Claim after a Commit with an outbox entry = %+v, %v", c, err)
+	}
+}
+
+func TestSweepDeletesExpiredIndexAndLeases(t *testing.T) {
+	const ttl = 200 * time.Millisecond
+	s, _ := openTemp(t, agent.Retention{HistoryTTL: ttl})
+	ctx := t.Context()
+	if _, err := s.Enqueue(ctx, agent.Inbound{Key: key, MessageID: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.TryLease(ctx, "poller", "w", ttl); err != nil || !ok {
+		t.Fatalf("TryLease = %v, %v", ok, err)
+	}
+	if err := s.sweep(time.Now().Add(2 * ttl)); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := s.readyIndex(t); a != 0 || b != 0 {
+		t.Errorf("after the session expired the index holds %d and %d entries, want none", a, b)
+	}
+	s.leases.mu.Lock()
+	n := len(s.leases.named)
+	s.leases.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d named leases left after they expired", n)
 	}
 }

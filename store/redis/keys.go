@@ -22,6 +22,16 @@ const (
 	history
 	// A session's lease: the owner string, with the lease's ttl.
 	lease
+	// A session's outbox: a list of Outbound JSON, oldest first. Expires
+	// like the mailbox (Commit, which adds to it, and Enqueue refresh it).
+	outbox
+	// How many mailbox entries the lease holder's last Claim handed out
+	// and no Commit has consumed yet: an integer, set by Claim with the
+	// lease's ttl, extended by Renew, lowered by Commit, deleted at 0 and
+	// by Release and Abandon. Enqueue never inserts before that many
+	// entries. It never outlives its lease by more than a moment, and
+	// Enqueue ignores it when the lease is gone.
+	claimed
 	// A message ID seen in a chat: expires after DedupTTL.
 	dedup
 	// A channel's settings: a hash of version and JSON. It has no TTL on
@@ -69,24 +79,62 @@ const (
 	// entry's JSON. No TTL: it is capped by length (Options.AuditCap),
 	// and a record of who did what should outlive any idle time.
 	audit
+	// The ready set: a sorted set of SessionKey.String of sessions that
+	// had a mailbox or outbox entry when last touched, scored by the
+	// touch number (readySeq) at which the session entered it, so the
+	// lowest score has waited longest. With readyTouch and readySeq it
+	// is changed only by touchScript and sweepScript. No TTL: Ready
+	// removes a member once its session is empty (including a session
+	// whose keys expired), so the set holds the sessions with work
+	// pending plus those emptied since the last Ready, whatever the
+	// number of idle sessions.
+	ready
+	// The latest touch number of each member of the ready set: a hash of
+	// SessionKey.String → number. Ready removes a member only if this has
+	// not changed since it found the session empty, so an Enqueue that
+	// lands in between is never lost. No TTL: a field goes with its
+	// member.
+	readyTouch
+	// The touch counter: an integer incremented by every touch, so touch
+	// numbers never repeat (a member removed and added again cannot be
+	// mistaken for the one Ready saw). No TTL: it must never restart.
+	readySeq
+	// A replica's boot counter (name: the replica): an integer
+	// incremented by Boot. No TTL on purpose: the owner strings built
+	// from it are the leases' fencing tokens, and a counter that expired
+	// and restarted at 1 would hand a new process the owner string of an
+	// earlier one, whose late Commit would then pass the fencing check
+	// (and the earlier boot's leases would not be taken over). It costs
+	// a few bytes per replica name ever started.
+	boot
+	// A named lease (name: the lease's): the owner string, with the
+	// lease's ttl.
+	named
 )
 
 // key derives every Redis key the store uses; nothing else builds one.
 //
-//	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:mbox   mailbox
-//	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:hist   history
-//	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:lease  lease
-//	fm:{slack:T1:C1:}:d:1700000000.000200          dedup (name: message ID)
-//	fm:{slack:T1:C1:}:settings                     settings
-//	fm:{slack:T1:C1:}:u:2025-03-04                 usage (name: day)
-//	fm:{admin}:grants                              grants
-//	fm:{pair}:codes                                pairCodes
-//	fm:{pair}:subjects                             pairSubjects
-//	fm:{pair}:expiry                               pairExpiry
-//	fm:{approval:0a1b2c}                           approval (name: ID)
-//	fm:{once:refused%3Atelegram%3A42}              once (name)
-//	fm:{hit:msgs%3Aslack%3AU1:60000:29000000}      hit (hitName)
-//	fm:{audit}:log                                 audit
+//	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:mbox     mailbox
+//	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:hist     history
+//	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:lease    lease
+//	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:out      outbox
+//	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:claimed  claimed
+//	fm:{slack:T1:C1:}:d:1700000000.000200            dedup (name: message ID)
+//	fm:{slack:T1:C1:}:settings                       settings
+//	fm:{slack:T1:C1:}:u:2025-03-04                   usage (name: day)
+//	fm:{admin}:grants                                grants
+//	fm:{pair}:codes                                  pairCodes
+//	fm:{pair}:subjects                               pairSubjects
+//	fm:{pair}:expiry                                 pairExpiry
+//	fm:{approval:0a1b2c}                             approval (name: ID)
+//	fm:{once:refused%3Atelegram%3A42}                once (name)
+//	fm:{hit:msgs%3Aslack%3AU1:60000:29000000}        hit (hitName)
+//	fm:{audit}:log                                   audit
+//	fm:{ready}                                       ready
+//	fm:{ready}:touch                                 readyTouch
+//	fm:{ready}:seq                                   readySeq
+//	fm:{boot:web-0%3A8080}                           boot (name: replica)
+//	fm:{lease:telegram}                              named (name: lease)
 //
 // The hash tag of a session's keys is its channel, so a session's keys, the
 // dedup records of its chat and its channel's settings share one Cluster
@@ -109,7 +157,9 @@ const (
 // it cuts the tag short, and then the key goes on with another '}'; a
 // global tag never ends in ':', and nothing after it holds a '}'. Once,
 // Hit and approval keys are tagged by their own name: each is one key, and
-// spreading them spreads the hot path (rate limits) over the Cluster.
+// spreading them spreads the hot path (rate limits) over the Cluster. The
+// ready keys share one tag: touchScript and sweepScript change them
+// together.
 func (s *Store) key(r record, k agent.SessionKey, name string) string {
 	switch r {
 	case grants:
@@ -128,6 +178,16 @@ func (s *Store) key(r record, k agent.SessionKey, name string) string {
 		return s.prefix + ":{hit:" + name + "}"
 	case audit:
 		return s.prefix + ":{audit}:log"
+	case ready:
+		return s.prefix + ":{ready}"
+	case readyTouch:
+		return s.prefix + ":{ready}:touch"
+	case readySeq:
+		return s.prefix + ":{ready}:seq"
+	case boot:
+		return s.prefix + ":{boot:" + storegov.Escape(name) + "}"
+	case named:
+		return s.prefix + ":{lease:" + storegov.Escape(name) + "}"
 	}
 	tag := s.prefix + ":{" + k.Channel().String() + "}:"
 	switch r {
@@ -137,6 +197,10 @@ func (s *Store) key(r record, k agent.SessionKey, name string) string {
 		return tag + "s:" + k.String() + ":hist"
 	case lease:
 		return tag + "s:" + k.String() + ":lease"
+	case outbox:
+		return tag + "s:" + k.String() + ":out"
+	case claimed:
+		return tag + "s:" + k.String() + ":claimed"
 	case dedup:
 		return tag + "d:" + name
 	case settings:
@@ -164,7 +228,13 @@ func (s *Store) pairKeys() []string {
 // sessionKeys returns the keys the session scripts take, in the order they
 // expect them.
 func (s *Store) sessionKeys(k agent.SessionKey) []string {
-	return []string{s.key(lease, k, ""), s.key(mailbox, k, ""), s.key(history, k, "")}
+	return []string{s.key(lease, k, ""), s.key(mailbox, k, ""), s.key(history, k, ""), s.key(outbox, k, ""), s.key(claimed, k, "")}
+}
+
+// readyKeys returns the keys the ready scripts take, in the order they
+// expect them.
+func (s *Store) readyKeys() []string {
+	return []string{s.key(ready, noKey, ""), s.key(readyTouch, noKey, ""), s.key(readySeq, noKey, "")}
 }
 
 // mailboxSession returns the session whose mailbox key is k, or false if k

@@ -2,16 +2,30 @@
 // a go-redis v9 UniversalClient (single node, Sentinel or Cluster), safe for
 // many replicas sharing one Redis.
 //
-// Each Store method is one round trip (AuditLog one per page of the log it
-// reads). Steps that touch several keys are Lua scripts, so they are atomic, and all the keys a script touches share one
-// Cluster slot (see Store.key). A dispatcher turn (Enqueue, Claim, Commit,
-// Release) therefore costs four round trips however long the session is.
+// Steps that touch several keys are Lua scripts, so they are atomic, and all
+// the keys a script touches share one Cluster slot (see Store.key). Most
+// Store methods are one round trip; the exceptions:
+//
+//   - Enqueue, and Commit with an outbox entry, also put the session in the
+//     ready set, whose keys sit in a slot of their own. The ready set's
+//     script must run after the session's (see Ready), so on one node (or
+//     Sentinel) the two go in one pipeline, which Redis runs in order: one
+//     round trip. On a Cluster or a Ring they are two.
+//   - Ready is two round trips per page of the ready set it reads (the
+//     page, then every session on it in one pipeline), and one more when
+//     it removes sessions it found empty.
+//   - AuditLog is one per page of the log it reads.
+//
+// A dispatcher turn (Enqueue, Claim, Commit with the answer, Delivered,
+// Release) therefore costs five round trips on one node, seven on a
+// Cluster, however long the session is.
 //
 // Every key expires except a channel's settings and the grants, which hold
-// until an admin changes them, and the audit log, which is capped by length
-// instead (see the record kinds in keys.go). Durability of an acknowledged Enqueue is Redis's: run it with
-// appendonly (AOF) when losing the last second of messages on a crash
-// matters.
+// until an admin changes them, the audit log, which is capped by length
+// instead, the ready set, which Ready keeps to the sessions with work, and
+// the boot counters (see the record kinds in keys.go). Durability of an
+// acknowledged Enqueue is Redis's: run it with appendonly (AOF) when losing
+// the last second of messages on a crash matters.
 package redis
 
 import (
@@ -32,6 +46,7 @@ import (
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/internal/storejson"
+	"github.com/firstmate/firstmate/store/internal/storelease"
 )
 
 // Options configure a Store.
@@ -52,6 +67,9 @@ type Store struct {
 	prefix   string
 	ret      agent.Retention
 	auditCap int
+	// ordered is true when a pipeline runs its commands in order on one
+	// server (a single node or Sentinel), not spread over shards.
+	ordered bool
 }
 
 var _ agent.Store = (*Store)(nil)
@@ -68,7 +86,8 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 	if opts.AuditCap <= 0 {
 		opts.AuditCap = storegov.DefaultAuditCap
 	}
-	return &Store{client: client, prefix: opts.Prefix, ret: opts.Retention.WithDefaults(), auditCap: opts.AuditCap}
+	_, ordered := client.(*goredis.Client)
+	return &Store{client: client, prefix: opts.Prefix, ret: opts.Retention.WithDefaults(), auditCap: opts.AuditCap, ordered: ordered}
 }
 
 // Open connects to the Redis at url (redis:// or rediss:// for TLS, as in
@@ -115,13 +134,59 @@ func (s *Store) Enqueue(ctx context.Context, in agent.Inbound) (added bool, err 
 	if err != nil {
 		return false, err
 	}
-	keys := []string{s.key(dedup, in.Key, in.MessageID), s.key(mailbox, in.Key, ""), s.key(history, in.Key, "")}
-	n, err := enqueueScript.Run(ctx, s.client, keys, ms(s.ret.DedupTTL), data, ms(s.ret.HistoryTTL)).Int()
+	keys := []string{
+		s.key(dedup, in.Key, in.MessageID), s.key(mailbox, in.Key, ""), s.key(history, in.Key, ""),
+		s.key(outbox, in.Key, ""), s.key(lease, in.Key, ""), s.key(claimed, in.Key, ""),
+	}
+	// The session is put in the ready set after a duplicate too: if a
+	// crash came between the script and the touch, the platform's
+	// re-delivery repairs it.
+	cmd, err := s.runAndTouch(ctx, enqueueScript, keys, []any{ms(s.ret.DedupTTL), data, ms(s.ret.HistoryTTL), in.Seq}, in.Key)
+	if err != nil {
+		return false, fmt.Errorf("redis enqueue: %w", err)
+	}
+	n, err := cmd.Int()
 	if err != nil {
 		return false, fmt.Errorf("redis enqueue: %w", err)
 	}
 	return n == 1, nil
 }
+
+// runAndTouch runs sc and then puts key's session in the ready set, and
+// returns sc's reply. The touch must come after the script: Ready removes
+// a session that it found empty and that was not touched since, so a
+// touch that ran first, then Ready, then the script, would leave a
+// session with work out of the set.
+func (s *Store) runAndTouch(ctx context.Context, sc *goredis.Script, keys []string, args []any, key agent.SessionKey) (*goredis.Cmd, error) {
+	member := key.String()
+	if s.ordered {
+		var cmd, touch *goredis.Cmd
+		// Errors are per command; Pipelined's is the first of them.
+		_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			cmd = sc.EvalSha(ctx, p, keys, args...)
+			touch = touchScript.EvalSha(ctx, p, s.readyKeys(), member)
+			return nil
+		})
+		switch err := cmd.Err(); {
+		case isNoScript(err):
+			// Redis lost its script cache (a restart, a failover); the
+			// touch came first, so it is done again below.
+		case err != nil:
+			return nil, err
+		case isNoScript(touch.Err()):
+			return cmd, touchScript.Run(ctx, s.client, s.readyKeys(), member).Err()
+		default:
+			return cmd, touch.Err()
+		}
+	}
+	cmd := sc.Run(ctx, s.client, keys, args...)
+	if err := cmd.Err(); err != nil {
+		return nil, err
+	}
+	return cmd, touchScript.Run(ctx, s.client, s.readyKeys(), member).Err()
+}
+
+func isNoScript(err error) bool { return err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") }
 
 // Seen implements agent.Store. It shares Enqueue's dedup records, so a
 // message is first either as a command or as a mailbox entry, never both.
@@ -148,7 +213,7 @@ func (s *Store) Claim(ctx context.Context, key agent.SessionKey, owner string, t
 	if err != nil {
 		return nil, fmt.Errorf("redis claim: %w", err)
 	}
-	if len(res) != 2 {
+	if len(res) != 3 {
 		return nil, fmt.Errorf("redis claim: script returned %d values", len(res))
 	}
 	c := &agent.Claim{}
@@ -156,6 +221,9 @@ func (s *Store) Claim(ctx context.Context, key agent.SessionKey, owner string, t
 		return nil, fmt.Errorf("redis claim: %w", err)
 	}
 	if c.History, err = decodeHistory(res[1]); err != nil {
+		return nil, fmt.Errorf("redis claim: %w", err)
+	}
+	if c.Outbox, err = decodeOutbox(res[2]); err != nil {
 		return nil, fmt.Errorf("redis claim: %w", err)
 	}
 	return c, nil
@@ -166,7 +234,7 @@ func (s *Store) Renew(ctx context.Context, key agent.SessionKey, owner string, t
 	if err := agent.ValidateLease(key, owner, ttl); err != nil {
 		return err
 	}
-	n, err := renewScript.Run(ctx, s.client, []string{s.key(lease, key, "")}, owner, ms(ttl)).Int()
+	n, err := renewScript.Run(ctx, s.client, []string{s.key(lease, key, ""), s.key(claimed, key, "")}, owner, ms(ttl)).Int()
 	if err != nil {
 		return fmt.Errorf("redis renew: %w", err)
 	}
@@ -177,22 +245,40 @@ func (s *Store) Renew(ctx context.Context, key agent.SessionKey, owner string, t
 }
 
 // Commit implements agent.Store.
-func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, consumed int, turn []agent.Message) error {
+func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, consumed int, turn []agent.Message, out *agent.Outbound) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	if consumed < 0 {
-		return fmt.Errorf("%w commit: consumed %d < 0", agent.ErrInvalid, consumed)
+	if err := storelease.CheckCommit(consumed, out); err != nil {
+		return err
 	}
-	var data []byte
+	var data, outData []byte
+	var err error
 	if len(turn) > 0 {
-		var err error
 		if data, err = storejson.Marshal(turn); err != nil {
 			return err
 		}
 	}
-	n, err := commitScript.Run(ctx, s.client, s.sessionKeys(key),
-		owner, consumed, data, -s.ret.MaxTurns, ms(s.ret.HistoryTTL)).Int()
+	if out != nil {
+		if outData, err = storejson.Marshal(out); err != nil {
+			return err
+		}
+	}
+	args := []any{owner, consumed, data, -s.ret.MaxTurns, ms(s.ret.HistoryTTL), outData}
+	var cmd *goredis.Cmd
+	if out != nil {
+		// A holder that dies before delivering leaves the entry to whoever
+		// Ready shows the session to. (A touch after a Commit that failed
+		// does no harm: Ready drops sessions with nothing to do.)
+		cmd, err = s.runAndTouch(ctx, commitScript, s.sessionKeys(key), args, key)
+	} else {
+		cmd = commitScript.Run(ctx, s.client, s.sessionKeys(key), args...)
+		err = cmd.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("redis commit: %w", err)
+	}
+	n, err := cmd.Int()
 	if err != nil {
 		return fmt.Errorf("redis commit: %w", err)
 	}
@@ -222,8 +308,151 @@ func (s *Store) Abandon(ctx context.Context, key agent.SessionKey, owner string)
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	if err := abandonScript.Run(ctx, s.client, []string{s.key(lease, key, "")}, owner).Err(); err != nil {
+	if err := abandonScript.Run(ctx, s.client, []string{s.key(lease, key, ""), s.key(claimed, key, "")}, owner).Err(); err != nil {
 		return fmt.Errorf("redis abandon: %w", err)
+	}
+	return nil
+}
+
+// Delivered implements agent.Store.
+func (s *Store) Delivered(ctx context.Context, key agent.SessionKey, id string) error {
+	if err := storelease.CheckDelivered(key, id); err != nil {
+		return err
+	}
+	if err := deliveredScript.Run(ctx, s.client, []string{s.key(outbox, key, "")}, id).Err(); err != nil {
+		return fmt.Errorf("redis delivered: %w", err)
+	}
+	return nil
+}
+
+// Ready implements agent.Store. It reads the ready set a page at a time,
+// longest waiting first, and looks at each session of the page in one
+// pipeline: an EXISTS of its lease and one of its mailbox and outbox
+// (Redis deletes an empty list, and one EXISTS of two keys is atomic, so
+// a Commit moving work from the mailbox to the outbox cannot fall between
+// two reads). It removes the sessions it found empty, each only if nobody
+// touched it since the page was read (sweepScript): an Enqueue's touch
+// follows its write, so either the write was seen or the touch keeps the
+// session in the set. Leased sessions with work stay in the set for when
+// their lease ends; the pages go on until limit sessions are found or the
+// set ends (or readyPagesMax), so the cost is in the sessions with work
+// pending, never in the idle ones.
+func (s *Store) Ready(ctx context.Context, limit int) ([]agent.SessionKey, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	page := min(max(limit, readyPageMin), readyPageMax)
+	var found []agent.SessionKey
+	for start, pages := 0, 1; ; pages++ {
+		members, touches, err := s.readyPage(ctx, start, page)
+		if err != nil {
+			return nil, fmt.Errorf("redis ready: %w", err)
+		}
+		keys := make([]agent.SessionKey, len(members))
+		valid := make([]bool, len(members))
+		leased := make([]*goredis.IntCmd, len(members))
+		work := make([]*goredis.IntCmd, len(members))
+		_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, m := range members {
+				k, err := agent.ParseSessionKey(m)
+				if err != nil {
+					continue // not this version's; swept below
+				}
+				keys[i], valid[i] = k, true
+				leased[i] = p.Exists(ctx, s.key(lease, k, ""))
+				work[i] = p.Exists(ctx, s.key(mailbox, k, ""), s.key(outbox, k, ""))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("redis ready: %w", err)
+		}
+		var sweep []any
+		for i, m := range members {
+			switch {
+			case !valid[i] || work[i].Val() == 0:
+				sweep = append(sweep, m, touches[i])
+			case leased[i].Val() == 0 && len(found) < limit:
+				found = append(found, keys[i])
+			}
+		}
+		removed := 0
+		if len(sweep) > 0 {
+			if removed, err = sweepScript.Run(ctx, s.client, s.readyKeys(), sweep...).Int(); err != nil {
+				return nil, fmt.Errorf("redis ready: %w", err)
+			}
+		}
+		if len(found) >= limit || len(members) < page || pages == readyPagesMax {
+			return found, nil
+		}
+		// What was removed was on this page, so the next page starts that
+		// much earlier. (A concurrent Ready's removals may make this one
+		// skip a session: the next poll finds it.)
+		start += len(members) - removed
+	}
+}
+
+// readyPage returns count members of the ready set from index start, and
+// their touch numbers ("" for none).
+func (s *Store) readyPage(ctx context.Context, start, count int) (members, touches []string, err error) {
+	res, err := readyPageScript.Run(ctx, s.client, s.readyKeys(), start, start+count-1).Slice()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(res) != 2 {
+		return nil, nil, fmt.Errorf("page script returned %d values", len(res))
+	}
+	mv, _ := res[0].([]any)
+	tv, _ := res[1].([]any)
+	if len(mv) != len(tv) {
+		return nil, nil, fmt.Errorf("page script returned %d members and %d touches", len(mv), len(tv))
+	}
+	for i := range mv {
+		m, ok := mv[i].(string)
+		if !ok {
+			return nil, nil, fmt.Errorf("ready member: unexpected reply %T", mv[i])
+		}
+		t, _ := tv[i].(string) // nil: no touch number
+		members = append(members, m)
+		touches = append(touches, t)
+	}
+	return members, touches, nil
+}
+
+// Boot implements agent.Store.
+func (s *Store) Boot(ctx context.Context, replica string) (int64, error) {
+	if err := storelease.CheckReplica(replica); err != nil {
+		return 0, err
+	}
+	n, err := s.client.Incr(ctx, s.key(boot, noKey, replica)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redis boot: %w", err)
+	}
+	return n, nil
+}
+
+// TryLease implements agent.Store.
+func (s *Store) TryLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
+	if err := storelease.CheckNamed(name, owner); err != nil {
+		return false, err
+	}
+	if err := storelease.CheckTTL(ttl); err != nil {
+		return false, err
+	}
+	n, err := tryLeaseScript.Run(ctx, s.client, []string{s.key(named, noKey, name)}, owner, ms(ttl)).Int()
+	if err != nil {
+		return false, fmt.Errorf("redis try lease: %w", err)
+	}
+	return n == 1, nil
+}
+
+// DropLease implements agent.Store.
+func (s *Store) DropLease(ctx context.Context, name, owner string) error {
+	if err := storelease.CheckNamed(name, owner); err != nil {
+		return err
+	}
+	if err := abandonScript.Run(ctx, s.client, []string{s.key(named, noKey, name)}, owner).Err(); err != nil {
+		return fmt.Errorf("redis drop lease: %w", err)
 	}
 	return nil
 }
@@ -405,6 +634,26 @@ func decodeMailbox(v any) ([]agent.Inbound, error) {
 	return out, nil
 }
 
+func decodeOutbox(v any) ([]agent.Outbound, error) {
+	entries, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("outbox: unexpected reply %T", v)
+	}
+	var out []agent.Outbound
+	for _, e := range entries {
+		data, ok := e.(string)
+		if !ok {
+			return nil, fmt.Errorf("outbox entry: unexpected reply %T", e)
+		}
+		var o agent.Outbound
+		if err := json.Unmarshal([]byte(data), &o); err != nil {
+			return nil, fmt.Errorf("outbox entry: %w", err)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
 func decodeHistory(v any) ([]agent.Message, error) {
 	turns, ok := v.([]any)
 	if !ok {
@@ -433,6 +682,18 @@ func appendTurn(msgs []agent.Message, data string) ([]agent.Message, error) {
 	}
 	return append(msgs, turn...), nil
 }
+
+// Ready reads the ready set in pages of its limit, within these bounds: a
+// page larger than the limit lets one call step over sessions that are
+// leased (their turn is running), a bounded page keeps each script short.
+// readyPagesMax bounds the pages one call reads, should sessions keep
+// entering the set as fast as the call drops the emptied ones; the next
+// poll goes on.
+const (
+	readyPageMin  = 64
+	readyPageMax  = 1024
+	readyPagesMax = 64
+)
 
 // scanCount is the COUNT hint of Waiting's SCAN: keys a server looks at per
 // call. Larger means fewer round trips and longer single calls.

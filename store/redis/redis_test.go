@@ -109,16 +109,19 @@ func keysOf(t *testing.T, c *goredis.Client, s *Store) []string {
 	return keys
 }
 
-func TestEveryKeyExpiresButSettings(t *testing.T) {
+// TestEveryKeyExpiresOrIsKept runs every session operation and checks that
+// each key it leaves has a TTL, or is one of those kept on purpose (see the
+// record kinds in keys.go). TestGovernKeys does the same for the governance
+// records.
+func TestEveryKeyExpiresOrIsKept(t *testing.T) {
 	s, c := newStore(t, agent.Retention{})
 	defer s.Close()
 	ctx := t.Context()
 	key := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}
-	if _, err := s.Enqueue(ctx, agent.Inbound{Key: key, MessageID: "1"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Enqueue(ctx, agent.Inbound{Key: key, MessageID: "2"}); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"1", "2", "4"} {
+		if _, err := s.Enqueue(ctx, agent.Inbound{Key: key, MessageID: id, Seq: id}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := s.Seen(ctx, agent.Inbound{Key: key, MessageID: "3"}); err != nil {
 		t.Fatal(err)
@@ -126,38 +129,62 @@ func TestEveryKeyExpiresButSettings(t *testing.T) {
 	if _, err := s.Claim(ctx, key, "w", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, key, "w", 1, []agent.Message{{Role: agent.RoleUser, Content: "hi"}}); err != nil {
+	// Two of the three claimed are consumed, so a claimed count is left.
+	out := &agent.Outbound{ID: "o1", Answer: "hi"}
+	if err := s.Commit(ctx, key, "w", 2, []agent.Message{{Role: agent.RoleUser, Content: "hi"}}, out); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.SetSettings(ctx, key.Channel(), agent.ChannelSettings{}); err != nil {
 		t.Fatal(err)
 	}
-
-	keys := keysOf(t, c, s)
-	want := map[string]bool{
-		s.key(mailbox, key, ""): true, s.key(history, key, ""): true, s.key(lease, key, ""): true,
-		s.key(dedup, key, "1"): true, s.key(dedup, key, "2"): true, s.key(dedup, key, "3"): true,
-		s.key(settings, key, ""): true,
+	if _, err := s.Boot(ctx, "web-0:8080"); err != nil {
+		t.Fatal(err)
 	}
-	if len(keys) != len(want) {
-		t.Fatalf("keys = %q, want %d keys", keys, len(want))
+	if ok, err := s.TryLease(ctx, "telegram", "w", time.Minute); err != nil || !ok {
+		t.Fatalf("TryLease = %v, %v", ok, err)
+	}
+	if _, err := s.Ready(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+
+	// Keys that expire, with the TTL they should have at most.
+	idle, dedupTTL := s.ret.HistoryTTL, s.ret.DedupTTL
+	ttls := map[string]time.Duration{
+		s.key(mailbox, key, ""): idle, s.key(history, key, ""): idle, s.key(outbox, key, ""): idle,
+		s.key(lease, key, ""): time.Minute, s.key(claimed, key, ""): time.Minute,
+		s.key(dedup, key, "1"): dedupTTL, s.key(dedup, key, "2"): dedupTTL, s.key(dedup, key, "4"): dedupTTL,
+		s.key(dedup, key, "3"):          dedupTTL,
+		s.key(named, noKey, "telegram"): time.Minute,
+	}
+	// Keys kept on purpose, each for the reason keys.go gives.
+	kept := map[string]bool{
+		s.key(settings, key, ""):         true,
+		s.key(ready, noKey, ""):          true,
+		s.key(readyTouch, noKey, ""):     true,
+		s.key(readySeq, noKey, ""):       true,
+		s.key(boot, noKey, "web-0:8080"): true,
+	}
+	keys := keysOf(t, c, s)
+	if len(keys) != len(ttls)+len(kept) {
+		t.Errorf("keys = %q, want %d keys", keys, len(ttls)+len(kept))
 	}
 	for _, k := range keys {
-		if !want[k] {
-			t.Errorf("unexpected key %q", k)
-		}
 		ttl, err := c.PTTL(ctx, k).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if k == s.key(settings, key, "") {
+		if kept[k] {
 			if ttl >= 0 {
-				t.Errorf("settings key %q has a TTL (%v)", k, ttl)
+				t.Errorf("key %q has a TTL (%v)", k, ttl)
 			}
 			continue
 		}
-		if ttl <= 0 {
-			t.Errorf("key %q has no TTL (%v)", k, ttl)
+		want, ok := ttls[k]
+		switch {
+		case !ok:
+			t.Errorf("unexpected key %q (TTL %v): give it a TTL, or a reason in keys.go and here", k, ttl)
+		case ttl <= 0 || ttl > want:
+			t.Errorf("key %q has TTL %v, want up to %v", k, ttl, want)
 		}
 	}
 }
@@ -184,7 +211,7 @@ func TestKeysOfASessionShareASlot(t *testing.T) {
 	} {
 		tag := hashTag(s.key(mailbox, key, ""))
 		for _, k := range []string{
-			s.key(history, key, ""), s.key(lease, key, ""),
+			s.key(history, key, ""), s.key(lease, key, ""), s.key(outbox, key, ""), s.key(claimed, key, ""),
 			s.key(dedup, key, "1700.02"), s.key(dedup, key, "}{"),
 			s.key(settings, key, ""),
 			s.key(mailbox, key.Channel(), ""),
@@ -229,7 +256,7 @@ var turnOf = []agent.Message{
 }
 
 // runTurn is what the dispatcher does with one incoming message: Enqueue,
-// Claim, Commit, Release.
+// Claim, Commit with the answer, Delivered, Release.
 func runTurn(ctx context.Context, s *Store, in agent.Inbound, owner string) (claimed int, err error) {
 	if _, err := s.Enqueue(ctx, in); err != nil {
 		return 0, err
@@ -238,7 +265,11 @@ func runTurn(ctx context.Context, s *Store, in agent.Inbound, owner string) (cla
 	if err != nil {
 		return 0, err
 	}
-	if err := s.Commit(ctx, in.Key, owner, len(c.Mailbox), turnOf); err != nil {
+	out := &agent.Outbound{ID: "answer-" + in.MessageID, Trigger: in, Answer: turnOf[len(turnOf)-1].Content}
+	if err := s.Commit(ctx, in.Key, owner, len(c.Mailbox), turnOf, out); err != nil {
+		return 0, err
+	}
+	if err := s.Delivered(ctx, in.Key, out.ID); err != nil {
 		return 0, err
 	}
 	if _, err := s.Release(ctx, in.Key, owner); err != nil {
@@ -247,16 +278,16 @@ func runTurn(ctx context.Context, s *Store, in agent.Inbound, owner string) (cla
 	return len(c.Mailbox), nil
 }
 
-func TestTurnRoundTrips(t *testing.T) {
+// turnRoundTrips runs a turn on a session with 50 messages of history and
+// 49 waiting, with the ready poll that finds it, and returns the round
+// trips of each step as hook counted them.
+func turnRoundTrips(t *testing.T, s *Store, hook *countHook) map[string]int64 {
+	t.Helper()
 	const sessionLen = 50
-	s, c := newStore(t, agent.Retention{})
-	defer s.Close()
-	hook := &countHook{}
-	c.AddHook(hook)
 	ctx := t.Context()
 	key := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}
 
-	// Warm up the connection and the server's script cache on another
+	// Warm up the connections and the server's script cache on another
 	// session, then give this one a 50-message history and 49 waiting
 	// messages.
 	warm := key
@@ -268,14 +299,11 @@ func TestTurnRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range sessionLen / len(turnOf) {
-		if err := s.Commit(ctx, key, "w", 0, turnOf); err != nil {
+		if err := s.Commit(ctx, key, "w", 0, turnOf, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Commit(ctx, key, "w", 0, turnOf[:sessionLen%len(turnOf)]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Release(ctx, key, "w"); err != nil {
+	if err := s.Commit(ctx, key, "w", 0, turnOf[:sessionLen%len(turnOf)], nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range sessionLen - 1 {
@@ -283,19 +311,58 @@ func TestTurnRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-
-	hook.n.Store(0)
-	claimed, err := runTurn(ctx, s, agent.Inbound{Key: key, MessageID: "last", Text: "message"}, "w")
-	if err != nil {
+	if err := s.Abandon(ctx, key, "w"); err != nil {
 		t.Fatal(err)
 	}
-	if claimed != sessionLen {
-		t.Fatalf("claimed %d messages, want %d", claimed, sessionLen)
+	// This Ready drops the warm-up session, which is empty.
+	if _, err := s.Ready(ctx, 10); err != nil {
+		t.Fatal(err)
 	}
-	n := hook.n.Load()
-	t.Logf("Enqueue+Claim+Commit+Release on a session of %d messages of history and %d waiting: %d round trips", sessionLen, sessionLen, n)
-	if n > 6 {
-		t.Errorf("a turn took %d round trips, want at most 6", n)
+
+	counts := map[string]int64{}
+	step := func(name string, f func() error) {
+		t.Helper()
+		hook.n.Store(0)
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		counts[name] = hook.n.Load()
+	}
+	in := agent.Inbound{Key: key, MessageID: "last", Text: "message"}
+	out := &agent.Outbound{ID: "a1", Trigger: in, Answer: "Two files."}
+	var c *agent.Claim
+	step("Enqueue", func() error { _, err := s.Enqueue(ctx, in); return err })
+	step("Ready", func() error {
+		got, err := s.Ready(ctx, 10)
+		if err == nil && (len(got) != 1 || got[0] != key) {
+			err = fmt.Errorf("got %v, want [%v]", got, key)
+		}
+		return err
+	})
+	step("Claim", func() (err error) { c, err = s.Claim(ctx, key, "w", time.Minute); return err })
+	if len(c.Mailbox) != sessionLen || len(c.History) != sessionLen {
+		t.Fatalf("claimed %d messages and %d of history, want %d of each", len(c.Mailbox), len(c.History), sessionLen)
+	}
+	step("Commit", func() error { return s.Commit(ctx, key, "w", len(c.Mailbox), turnOf, out) })
+	step("Delivered", func() error { return s.Delivered(ctx, key, out.ID) })
+	step("Release", func() error { _, err := s.Release(ctx, key, "w"); return err })
+	t.Logf("round trips of a turn on a session with %d messages of history and %d waiting: %v", sessionLen, sessionLen, counts)
+	return counts
+}
+
+func TestTurnRoundTrips(t *testing.T) {
+	s, c := newStore(t, agent.Retention{})
+	defer s.Close()
+	hook := &countHook{}
+	c.AddHook(hook)
+	counts := turnRoundTrips(t, s, hook)
+	// On one node the ready touch rides in the pipeline of Enqueue's and
+	// Commit's scripts.
+	want := map[string]int64{"Enqueue": 1, "Claim": 1, "Commit": 1, "Delivered": 1, "Release": 1, "Ready": 2}
+	for op, n := range want {
+		if counts[op] != n {
+			t.Errorf("%s took %d round trips, want %d", op, counts[op], n)
+		}
 	}
 }
 
@@ -413,7 +480,7 @@ func TestReplicasShareState(t *testing.T) {
 	if _, err := b.Claim(ctx, key, "b", time.Minute); !errors.Is(err, agent.ErrLeaseHeld) {
 		t.Fatalf("Claim on replica b while a holds the lease: %v", err)
 	}
-	if err := a.Commit(ctx, key, "a", 1, turnOf); err != nil {
+	if err := a.Commit(ctx, key, "a", 1, turnOf, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Release(ctx, key, "a"); err != nil {
@@ -591,17 +658,25 @@ func TestGlobalKeys(t *testing.T) {
 		{s.key(once, noKey, "refused:telegram:42"), "fm:{once:refused%3Atelegram%3A42}"},
 		{s.key(hit, noKey, hitName("msgs:slack:U1", 60000, 29000000)), "fm:{hit:msgs%3Aslack%3AU1:60000:29000000}"},
 		{s.key(audit, noKey, ""), "fm:{audit}:log"},
+		{s.key(ready, noKey, ""), "fm:{ready}"},
+		{s.key(readyTouch, noKey, ""), "fm:{ready}:touch"},
+		{s.key(readySeq, noKey, ""), "fm:{ready}:seq"},
+		{s.key(boot, noKey, "web-0:8080"), "fm:{boot:web-0%3A8080}"},
+		{s.key(named, noKey, "telegram}{"), "fm:{lease:telegram%7D%7B}"},
 		{s.key(usage, agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1"}, "2025-03-04"), "fm:{slack:T1:C1:}:u:2025-03-04"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("key = %q, want %q", tc.got, tc.want)
 		}
 	}
-	// The pairing scripts take three keys: one slot.
-	tag := hashTag(s.key(pairCodes, noKey, ""))
-	for _, k := range s.pairKeys() {
-		if hashTag(k) != tag {
-			t.Errorf("pairing key %q hashes %q, want %q", k, hashTag(k), tag)
+	// The pairing scripts take three keys, and so do the ready scripts:
+	// one slot each.
+	for _, keys := range [][]string{s.pairKeys(), s.readyKeys()} {
+		tag := hashTag(keys[0])
+		for _, k := range keys {
+			if hashTag(k) != tag {
+				t.Errorf("key %q hashes %q, want %q", k, hashTag(k), tag)
+			}
 		}
 	}
 	// No global key is a channel's, even for a platform named like one.
@@ -610,10 +685,17 @@ func TestGlobalKeys(t *testing.T) {
 		{Platform: "approval", Chat: "0a1b}"},
 		{Platform: "admin}", Team: "grants", Chat: "c"},
 		{Platform: "hit", Team: "a", Chat: "1"},
+		{Platform: "ready}", Chat: "touch"},
+		{Platform: "ready", Chat: "x"},
+		{Platform: "lease", Team: "x", Chat: "y"},
 	} {
-		for _, r := range []record{mailbox, history, lease, settings} {
+		for _, r := range []record{mailbox, history, lease, outbox, claimed, settings} {
 			k := s.key(r, key, "")
-			for _, g := range []string{s.key(grants, noKey, ""), s.key(once, noKey, "x:y"), s.key(approval, noKey, "0a1b"), s.key(hit, noKey, hitName("a", 1, 1))} {
+			for _, g := range []string{
+				s.key(grants, noKey, ""), s.key(once, noKey, "x:y"), s.key(approval, noKey, "0a1b"), s.key(hit, noKey, hitName("a", 1, 1)),
+				s.key(ready, noKey, ""), s.key(readyTouch, noKey, ""), s.key(readySeq, noKey, ""),
+				s.key(boot, noKey, "x"), s.key(named, noKey, "x:y"),
+			} {
 				if k == g {
 					t.Errorf("%v's key %q is a global key", key, k)
 				}

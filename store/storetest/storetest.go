@@ -12,6 +12,37 @@
 //     mailbox entry, never both.
 //   - A turn with no messages appends nothing to the history.
 //   - Commit with consumed larger than the mailbox empties the mailbox.
+//   - The mailbox is sorted by Inbound.Seq compared byte by byte (not by a
+//     locale's collation), a message without a Seq after every one with,
+//     arrival order among equals; a duplicate moves nothing.
+//   - A Claim records how many entries it handed out (the whole mailbox);
+//     Enqueue puts nothing before them. A Commit lowers that count by
+//     consumed, so a Commit of part of a claim keeps the rest in front;
+//     Release (even when it keeps the lease), Abandon and the lease's
+//     expiry forget it; the next Claim records a new one. The mailbox is
+//     therefore sorted after the claimed entries, not across them.
+//   - Commit's outbox entry needs an ID (agent.ErrInvalid otherwise, and
+//     nothing is written). Delivered needs no lease, removes only that
+//     session's entry, and is not an error for an ID it does not have.
+//     Reset keeps the outbox; it expires with the rest of the session.
+//   - Ready lists sessions in the order they got work (a mailbox or outbox
+//     entry) since a Ready last found them without any, so a session
+//     emptied and given mail again between two Ready calls may keep its
+//     place. Any live lease keeps a session out, an earlier boot's too
+//     (Claim takes that one over; Ready waits for its TTL). A limit <= 0
+//     lists nothing. Release looks at the mailbox only: it drops the lease
+//     with an outbox entry left, and the session is ready.
+//   - An owner takes over a lease held by an earlier boot of its replica
+//     when both are written REPLICA#BOOT (agent.Owner): REPLICA is all
+//     before the last '#' and not empty, BOOT is decimal digits, compared
+//     as a number of any length. No other owner takes over, and no other
+//     holder is taken from. The old holder's Commit, Renew and Release
+//     fail with ErrLeaseLost; its Abandon does nothing.
+//   - Boot counts per replica name (opaque, like other names from
+//     outside) and per store, from 1; an empty name is agent.ErrInvalid.
+//   - Named leases are apart from session leases; DropLease by someone who
+//     does not hold one does nothing. An empty name or owner and a ttl <= 0
+//     are agent.ErrInvalid.
 //   - Release by someone who does not hold the lease is ErrLeaseLost;
 //     Abandon by someone who does not hold it does nothing and succeeds.
 //   - Waiting lists sessions sorted by SessionKey.String, and only those of
@@ -113,6 +144,16 @@ func Run(t *testing.T, open func(t *testing.T, c Config) agent.Store) {
 		{"ConcurrentEnqueue", s.testConcurrentEnqueue},
 		{"ConcurrentClaim", s.testConcurrentClaim},
 		{"ConcurrentSetSettings", s.testConcurrentSetSettings},
+		{"MailboxPlatformOrder", s.testMailboxPlatformOrder},
+		{"ConcurrentOutOfOrder", s.testConcurrentOutOfOrder},
+		{"EnqueueAfterClaimed", s.testEnqueueAfterClaimed},
+		{"Outbox", s.testOutbox},
+		{"Ready", s.testReady},
+		{"ReadyManyIdle", s.testReadyManyIdle},
+		{"ReadyConcurrent", s.testReadyConcurrent},
+		{"ClaimEarlierBoot", s.testClaimEarlierBoot},
+		{"Boot", s.testBoot},
+		{"NamedLease", s.testNamedLease},
 		{"Grants", s.testGrants},
 		{"Pairing", s.testPairing},
 		{"PairingExpires", s.testPairingExpires},
@@ -224,7 +265,7 @@ func claim(t *testing.T, st agent.Store, key agent.SessionKey, owner string, ttl
 
 func commit(t *testing.T, st agent.Store, key agent.SessionKey, owner string, consumed int, turn []agent.Message) {
 	t.Helper()
-	if err := st.Commit(t.Context(), key, owner, consumed, turn); err != nil {
+	if err := st.Commit(t.Context(), key, owner, consumed, turn, nil); err != nil {
 		t.Fatalf("Commit(%v, %q, %d): %v", key, owner, consumed, err)
 	}
 }
@@ -360,7 +401,10 @@ func (s suite) testInvalid(t *testing.T) {
 		{"Renew with an empty owner", st.Renew(ctx, threadA, "", minute)},
 		{"Renew with a zero ttl", st.Renew(ctx, threadA, "w1", 0)},
 		{"Renew with an invalid key", st.Renew(ctx, noPlatform, "w1", minute)},
-		{"Commit with an invalid key", st.Commit(ctx, noPlatform, "w1", 0, turn("t", 1))},
+		{"Commit with an invalid key", st.Commit(ctx, noPlatform, "w1", 0, turn("t", 1), nil)},
+		{"Delivered with an invalid key", st.Delivered(ctx, noChat, "o1")},
+		{"Delivered without an ID", st.Delivered(ctx, threadA, "")},
+		{"Boot without a replica", errOf(st.Boot(ctx, ""))},
 		{"Release with an invalid key", errOf(st.Release(ctx, noPlatform, "w1"))},
 		{"Abandon with an invalid key", st.Abandon(ctx, noChat, "w1")},
 		{"History with an invalid key", errOf(st.History(ctx, noChat))},
@@ -376,8 +420,13 @@ func (s suite) testInvalid(t *testing.T) {
 
 	// None of the invalid claims took the lease.
 	claim(t, st, threadA, "w1", minute)
-	wantErr(t, "Commit with negative consumed", st.Commit(ctx, threadA, "w1", -1, turn("t", 1)), agent.ErrInvalid)
+	wantErr(t, "Commit with negative consumed", st.Commit(ctx, threadA, "w1", -1, turn("t", 1), nil), agent.ErrInvalid)
+	wantErr(t, "Commit of an outbox entry without ID", st.Commit(ctx, threadA, "w1", 0, turn("t", 1), &agent.Outbound{Answer: "a"}), agent.ErrInvalid)
 	wantHistory(t, st, threadA)
+	if c := claim(t, st, threadA, "w1", minute); len(c.Outbox) != 0 {
+		t.Fatalf("outbox after invalid commits = %+v, want empty", c.Outbox)
+	}
+	wantReady(t, st, 10)
 }
 
 func (s suite) testDedupExpires(t *testing.T) {
@@ -458,7 +507,7 @@ func (s suite) testLeaseExpires(t *testing.T) {
 	wantErr(t, "Renew after expiry", st.Renew(ctx, threadA, "w1", minute), agent.ErrLeaseLost)
 	c := claim(t, st, threadA, "w2", minute)
 	wantMailbox(t, "Claim after expiry", c.Mailbox, "m1")
-	wantErr(t, "Commit by the expired owner", st.Commit(ctx, threadA, "w1", 1, turn("late", 2)), agent.ErrLeaseLost)
+	wantErr(t, "Commit by the expired owner", st.Commit(ctx, threadA, "w1", 1, turn("late", 2), nil), agent.ErrLeaseLost)
 	_, err = st.Release(ctx, threadA, "w1")
 	wantErr(t, "Release by the expired owner", err, agent.ErrLeaseLost)
 	wantPending(t, st, threadA, 1)
@@ -494,8 +543,8 @@ func (s suite) testCommitByNonHolder(t *testing.T) {
 	enqueue(t, st, inbound(threadA, "m2"), true)
 	claim(t, st, threadA, "w1", minute)
 
-	wantErr(t, "Commit by a non-holder", st.Commit(ctx, threadA, "w2", 1, turn("intruder", 2)), agent.ErrLeaseLost)
-	wantErr(t, "Commit to an unclaimed session", st.Commit(ctx, threadB, "w1", 0, turn("intruder", 2)), agent.ErrLeaseLost)
+	wantErr(t, "Commit by a non-holder", st.Commit(ctx, threadA, "w2", 1, turn("intruder", 2), nil), agent.ErrLeaseLost)
+	wantErr(t, "Commit to an unclaimed session", st.Commit(ctx, threadB, "w1", 0, turn("intruder", 2), nil), agent.ErrLeaseLost)
 	wantPending(t, st, threadA, 2)
 	wantHistory(t, st, threadA)
 	wantHistory(t, st, threadB)
@@ -619,7 +668,7 @@ func (s suite) testAbandon(t *testing.T) {
 	wantMailbox(t, "Claim after Abandon", c.Mailbox, "m1", "m2")
 
 	// w1 is out: its writes fail and a second Abandon changes nothing.
-	wantErr(t, "Commit after Abandon", st.Commit(ctx, threadA, "w1", 2, turn("late", 2)), agent.ErrLeaseLost)
+	wantErr(t, "Commit after Abandon", st.Commit(ctx, threadA, "w1", 2, turn("late", 2), nil), agent.ErrLeaseLost)
 	wantErr(t, "Renew after Abandon", st.Renew(ctx, threadA, "w1", minute), agent.ErrLeaseLost)
 	abandon(threadA, "w1")
 	_, err = st.Claim(ctx, threadA, "w3", minute)
@@ -774,7 +823,8 @@ func (s suite) testHistoryExpires(t *testing.T) {
 	enqueue(t, st, inbound(threadA, "m1"), true)
 	claim(t, st, threadA, "w1", minute)
 	t1, t2 := turn("t1", 2), turn("t2", 2)
-	commit(t, st, threadA, "w1", 1, t1)
+	o1 := outbound("o1", inbound(threadA, "m1"))
+	commitOut(t, st, threadA, "w1", 1, t1, o1)
 	if _, err := st.Release(ctx, threadA, "w1"); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -791,13 +841,15 @@ func (s suite) testHistoryExpires(t *testing.T) {
 	wantHistory(t, st, threadA, t1, t2)
 	wantPending(t, st, threadA, 1)
 	wantWaiting(t, st, threadA)
+	wantReady(t, st, 10, threadA)
 
 	time.Sleep(ttl * 6 / 10)
 	wantHistory(t, st, threadA)
 	wantPending(t, st, threadA, 0)
 	wantWaiting(t, st)
+	wantReady(t, st, 10)
 	c := claim(t, st, threadA, "w2", minute)
-	if len(c.Mailbox) != 0 || len(c.History) != 0 {
+	if len(c.Mailbox) != 0 || len(c.History) != 0 || len(c.Outbox) != 0 {
 		t.Fatalf("Claim of an expired session = %+v, want empty", c)
 	}
 	// A new turn starts a new history.
@@ -931,6 +983,15 @@ func (s suite) testCanceled(t *testing.T) {
 	wantErr(t, "Claim with a canceled context", err, context.Canceled)
 	_, err = st.Waiting(ctx)
 	wantErr(t, "Waiting with a canceled context", err, context.Canceled)
+	_, err = st.Ready(ctx, 10)
+	wantErr(t, "Ready with a canceled context", err, context.Canceled)
+	_, err = st.Boot(ctx, "web-0")
+	wantErr(t, "Boot with a canceled context", err, context.Canceled)
+	_, err = st.TryLease(ctx, "poller", "w1", minute)
+	wantErr(t, "TryLease with a canceled context", err, context.Canceled)
+	wantErr(t, "DropLease with a canceled context", st.DropLease(ctx, "poller", "w1"), context.Canceled)
+	wantErr(t, "Delivered with a canceled context", st.Delivered(ctx, threadA, "o1"), context.Canceled)
+	boot(t, st, "web-0", 1)
 	wantPending(t, st, threadA, 0)
 	claim(t, st, threadA, "w2", minute)
 	wantErr(t, "Abandon with a canceled context", st.Abandon(ctx, threadA, "w2"), context.Canceled)
