@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/firstmate/firstmate/adapters/slack"
@@ -152,6 +153,37 @@ func doctorStore(ctx context.Context, r *report, cfg *config.Config) {
 	}
 	defer st.Close()
 	r.ok("store", kind)
+	if cfg.Store.RedisURL != "" {
+		doctorSharedWorkspaces(r, workspaceDir(cfg))
+	}
+}
+
+// sharedFS are the statfs magic numbers of filesystems that several
+// machines mount: NFS (and EFS), SMB/CIFS, CephFS, Lustre, GPFS, FUSE
+// (GlusterFS, JuiceFS, s3fs, …).
+var sharedFS = map[int64]string{
+	0x6969: "NFS", 0xFF534D42: "CIFS", 0xFE534D42: "SMB2", 0x517B: "SMB", 0x00C36400: "CephFS",
+	0x0BD00BD0: "Lustre", 0x47504653: "GPFS", 0x65735546: "FUSE",
+}
+
+// doctorSharedWorkspaces warns when, with Redis (several replicas), the
+// workspaces are on a filesystem only this machine sees: a conversation's
+// next turn may run on another replica, which would not find its files.
+func doctorSharedWorkspaces(r *report, dir string) {
+	for d := dir; ; d = filepath.Dir(d) {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(d, &st); err == nil {
+			if name, ok := sharedFS[int64(st.Type)]; ok {
+				r.ok("workspaces", fmt.Sprintf("%s is on %s, which other replicas can share", dir, name))
+			} else {
+				r.warn("workspaces", fmt.Sprintf("%s is on a local filesystem (type %#x): with several replicas, put FIRSTMATE_DATA_DIR on shared storage (NFS, EFS, CephFS, a ReadWriteMany volume), or run one replica", dir, st.Type))
+			}
+			return
+		}
+		if d == filepath.Dir(d) {
+			return
+		}
+	}
 }
 
 func doctorLLM(ctx context.Context, r *report, cfg *config.Config) {

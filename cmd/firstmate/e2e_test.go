@@ -221,6 +221,17 @@ func TestDoctor(t *testing.T) {
 			}
 		}
 	})
+	t.Run("redis and local workspaces", func(t *testing.T) {
+		if !redisAnswers() {
+			t.Skip("needs Redis")
+		}
+		url := redisURL(t)
+		env := append(chatEnv(t, llm, t.TempDir()), "REDIS_URL="+url, "FIRSTMATE_REDIS_PREFIX="+redisPrefix(t, url))
+		out, _, _ := runBinary(t, env, "", "doctor")
+		if !strings.Contains(out, "warn  workspaces") || !strings.Contains(out, "on a local filesystem") {
+			t.Errorf("doctor does not warn that workspaces are not shared:\n%s", out)
+		}
+	})
 	t.Run("redis down", func(t *testing.T) {
 		env := append(chatEnv(t, llm, t.TempDir()), "REDIS_URL=redis://"+deadAddr(t)+"/0")
 		out, _, code := runBinary(t, env, "", "doctor")
