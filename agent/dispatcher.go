@@ -538,6 +538,10 @@ const (
 // turn runs one turn over the claimed mailbox and commits it.
 func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim *Claim, claimed time.Time, log *slog.Logger) turnResult {
 	start := time.Now()
+	// The turn's ID is its outbox entry's: every log line of the turn
+	// carries it, and so does what the answer's delivery logs.
+	turnID := newApprovalID()
+	log = log.With("turn", turnID)
 	trigger := claim.Mailbox[len(claim.Mailbox)-1]
 	th := d.thread(key, trigger)
 	if c, ok := th.(io.Closer); ok {
@@ -625,7 +629,7 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	// show, so the history stays whole, the mailbox entries are not
 	// answered twice, and the answer survives a crash before it is shown.
 	bg := context.WithoutCancel(ctx)
-	ob := &Outbound{ID: newApprovalID(), Trigger: trigger, Steps: out.Steps, Tools: out.ToolCalls, Took: took}
+	ob := &Outbound{ID: turnID, Trigger: trigger, Steps: out.Steps, Tools: out.ToolCalls, Took: took}
 	if err != nil {
 		ob.Failure = d.userMessage(err)
 		log.Warn("turn failed", "err", err, "steps", out.Steps, "tools", out.ToolCalls, "took", took)
@@ -701,6 +705,7 @@ func (d *Dispatcher) show(ctx context.Context, key SessionKey, th Thread, ws *to
 
 // redeliver shows an answer that a holder committed but did not show.
 func (d *Dispatcher) redeliver(ctx context.Context, key SessionKey, ob Outbound, log *slog.Logger) {
+	log = log.With("turn", ob.ID)
 	log.Info("showing an answer committed by an earlier holder", "answers", ob.Trigger.MessageID)
 	th := d.thread(key, ob.Trigger)
 	if c, ok := th.(io.Closer); ok {
