@@ -56,7 +56,7 @@ func openStore(ctx context.Context, cfg *config.Config) (agent.Store, string, er
 		if err != nil {
 			return nil, "", err
 		}
-		return st, "redis", nil
+		return st, st.Describe(), nil
 	}
 	if err := os.MkdirAll(cfg.Store.DataDir, 0o700); err != nil {
 		return nil, "", fmt.Errorf("data dir: %w (set FIRSTMATE_DATA_DIR to a writable directory)", err)

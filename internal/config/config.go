@@ -8,7 +8,7 @@
 //	OPENAI_API_KEY        llm.api_key
 //	OPENAI_BASE_URL       llm.base_url (http or https; normally ends in /v1)
 //	FIRSTMATE_MODEL       llm.model
-//	REDIS_URL             store.redis_url (redis:// or rediss://; unset: embedded store)
+//	REDIS_URL             store.redis_url (redis://, redis+cluster://, redis+sentinel://, rediss… for TLS; unset: embedded store)
 //	FIRSTMATE_REDIS_PREFIX store.redis_prefix (default "fm")
 //	FIRSTMATE_DATA_DIR    store.data_dir
 //	FIRSTMATE_HTTP_ADDR   http.addr
@@ -149,8 +149,12 @@ type Agent struct {
 
 // Store is where state lives.
 type Store struct {
-	// RedisURL selects the Redis store (redis:// or rediss://); empty
-	// selects the embedded store in DataDir. A Secret: it may hold a password.
+	// RedisURL selects the Redis store: redis://host:port/db for one node,
+	// redis+cluster://host1:port1,host2:port2 for a Cluster,
+	// redis+sentinel://host1:port1,host2:port2/master/db for Sentinel, and
+	// rediss, rediss+cluster and rediss+sentinel for TLS (see package
+	// store/redis/redisurl). Empty selects the embedded store in DataDir.
+	// A Secret: it may hold passwords.
 	RedisURL Secret `yaml:"redis_url" json:"redis_url"`
 	// RedisPrefix starts every Redis key, so several deployments (or
 	// tests) can share one Redis. Default "fm".

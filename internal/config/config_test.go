@@ -470,7 +470,19 @@ func TestFileProblems(t *testing.T) {
 		{name: "whole file not a mapping", file: "- a\n- b\n",
 			key: "", line: 1, msg: "expected keys (admins, agent,"},
 		{name: "redis scheme", file: "store:\n  redis_url: http://redis:6379\n",
-			key: "store.redis_url", line: 2, msg: "the scheme must be redis, or rediss for TLS"},
+			key: "store.redis_url", line: 2, msg: "the scheme must be redis or rediss (TLS) for one node, redis+cluster or rediss+cluster for a Cluster, redis+sentinel or rediss+sentinel for Sentinel"},
+		{name: "redis several hosts", file: "store:\n  redis_url: redis://a:6379,b:6379\n",
+			key: "store.redis_url", line: 2, msg: "names 2 hosts, and redis:// is one node: use redis+cluster:// for a Cluster"},
+		{name: "redis cluster option", file: "store:\n  redis_url: redis://a:6379?cluster=true\n",
+			key: "store.redis_url", line: 2, msg: "the option cluster is not accepted: for a Cluster, use the scheme redis+cluster"},
+		{name: "redis cluster database", file: "store:\n  redis_url: redis+cluster://a,b/2\n",
+			key: "store.redis_url", line: 2, msg: "a Cluster has only database 0"},
+		{name: "redis sentinel master", file: "store:\n  redis_url: rediss+sentinel://a:26379,b:26379\n",
+			key: "store.redis_url", line: 2, msg: "names no master: put the name the sentinels know it by in the path"},
+		{name: "redis sentinel password elsewhere", file: "store:\n  redis_url: redis+cluster://a?sentinel_password=x\n",
+			key: "store.redis_url", line: 2, msg: "the option sentinel_password is not accepted: it is for redis+sentinel://"},
+		{name: "redis unknown option", file: "store:\n  redis_url: redis+cluster://a?dial_timeot=3s\n",
+			key: "store.redis_url", line: 2, msg: "unknown option dial_timeot"},
 		{name: "redis without scheme", file: "store:\n  redis_url: localhost:6379\n",
 			key: "store.redis_url", line: 2, msg: `use redis://localhost:6379`},
 		{name: "redis database", file: "store:\n  redis_url: redis://localhost:6379/zero\n",
@@ -1022,6 +1034,12 @@ func TestWarnings(t *testing.T) {
 		{name: "redis password in clear", env: env{"REDIS_URL": "redis://:pw@redis.internal:6379"},
 			want: []string{"REDIS_URL: redis:// to redis.internal:6379 sends the password unencrypted; use rediss://"}},
 		{name: "redis on loopback", env: env{"REDIS_URL": "redis://:pw@127.0.0.1:6379"}},
+		{name: "cluster password in clear", env: env{"REDIS_URL": "redis+cluster://:pw@127.0.0.1:7000,redis-b:7001,redis-c"},
+			want: []string{"REDIS_URL: redis+cluster:// to redis-b:7001, redis-c:6379 sends the password unencrypted; use rediss+cluster://"}},
+		{name: "sentinel password in clear", env: env{"REDIS_URL": "redis+sentinel://s1/m?sentinel_password=pw"},
+			want: []string{"REDIS_URL: redis+sentinel:// to s1:26379 sends the password unencrypted; use rediss+sentinel://"}},
+		{name: "cluster over TLS", env: env{"REDIS_URL": "rediss+cluster://:pw@redis-a,redis-b"}},
+		{name: "cluster on loopback", env: env{"REDIS_URL": "redis+cluster://:pw@127.0.0.1:7000,[::1]:7001,localhost:7002"}},
 		{name: "secrets in a readable file", file: "llm:\n  api_key: sk-1\n", mode: 0o644,
 			want: []string{"holds secrets (llm.api_key) and other users can read it (mode 0644); chmod 600 it"}},
 		{name: "secrets in a private file", file: "llm:\n  api_key: sk-1\n", mode: 0o600},
@@ -1045,6 +1063,30 @@ func TestWarnings(t *testing.T) {
 				if !strings.Contains(got[i], tt.want[i]) {
 					t.Errorf("warning %q does not contain %q", got[i], tt.want[i])
 				}
+			}
+		})
+	}
+}
+
+// TestRedisURLForms checks that every form of REDIS_URL the Redis store
+// takes loads, and what doctor shows of it.
+func TestRedisURLForms(t *testing.T) {
+	for _, tc := range []struct{ url, shown string }{
+		{"redis://localhost", "redis://localhost"},
+		{"rediss://u:pw-1@redis.internal:6380/2?dial_timeout=3s", "rediss://u:xxxxx@redis.internal:6380/2?dial_timeout=3s"},
+		{"redis+cluster://:pw-1@10.0.0.1:7000,10.0.0.2:7000/", "redis+cluster://:xxxxx@10.0.0.1:7000,10.0.0.2:7000/"},
+		{"rediss+cluster://u:pw-1@[fd00::1]:7000,redis-b?tls_server_name=redis.internal", "rediss+cluster://u:xxxxx@[fd00::1]:7000,redis-b?tls_server_name=redis.internal"},
+		{"redis+sentinel://s1:26379,s2:26379/mymaster", "redis+sentinel://s1:26379,s2:26379/mymaster"},
+		{"rediss+sentinel://:pw-1@s1,s2/mymaster/3?sentinel_password=pw-2", "rediss+sentinel://:xxxxx@s1,s2/mymaster/3?sentinel_password=xxxxx"},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			c := mustLoad(t, "", env{"REDIS_URL": tc.url}.withHome())
+			out := c.Redacted()
+			if want := "redis_url: " + tc.shown + " # from REDIS_URL"; !strings.Contains(out, want) {
+				t.Errorf("Redacted() lacks %q:\n%s", want, out)
+			}
+			if strings.Contains(out, "pw-") {
+				t.Errorf("Redacted() shows a password:\n%s", out)
 			}
 		})
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/firstmate/firstmate/store/redis/redisurl"
 )
 
 // Redacted returns the effective configuration as YAML, for doctor: the
@@ -50,14 +52,14 @@ func (c *Config) Redacted() string {
 	return b.String()
 }
 
-// redactURL masks a URL's password; it masks the whole URL if it does not
-// parse, since then the password cannot be told apart.
+// redactURL masks a Redis URL's passwords (the user info's and
+// sentinel_password's); it masks the whole URL if it cannot be split into
+// its parts, since then a password cannot be told apart.
 func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return redactedText
+	if r := redisurl.Redact(s); r != "" {
+		return r
 	}
-	return u.Redacted()
+	return redactedText
 }
 
 // lookupNode returns the value node at the keys in a mapping tree.
@@ -112,6 +114,12 @@ func (c *Config) Secrets() []string {
 			continue
 		}
 		out = append(out, v)
+		if s.val == &c.Store.RedisURL {
+			// It may list several hosts and hold a sentinel_password,
+			// which url.Parse does not tell apart.
+			out = append(out, redisurl.Secrets(v)...)
+			continue
+		}
 		if u, err := url.Parse(v); err == nil && u.User != nil {
 			if p, ok := u.User.Password(); ok && p != "" {
 				out = append(out, p)

@@ -138,6 +138,25 @@ func TestProblemsDoNotLeak(t *testing.T) {
 			t.Errorf("warning leaks a secret: %s", w)
 		}
 	}
+	// Nor are the Redis URL's other forms, or its sentinel password.
+	for _, u := range []string{
+		"redis://:LEAK-pw@a,b",
+		"redis+cluster://:LEAK-pw@a,b/2",
+		"redis+cluster://u:LEAK-pw@a:99999",
+		"redis+sentinel://:LEAK-pw@a,b",
+		"redis+sentinel://a,b/m?sentinel_password=LEAK-pw&bogus=1",
+		"redis+sentinel://a,b/m?sentinel_password=LEAK-pw&sentinel_password=LEAK-2",
+		"redis://a?password=LEAK-pw",
+		"redis://:LEAK/pw@a",
+	} {
+		c, err := Load("", env{"REDIS_URL": u, "HOME": "/h"}.lookup)
+		if err == nil || strings.Contains(err.Error(), "LEAK") {
+			t.Errorf("bad Redis URL: %v", err)
+		}
+		if strings.Contains(c.Redacted(), "LEAK") {
+			t.Errorf("Redacted shows a password of a bad Redis URL:\n%s", c.Redacted())
+		}
+	}
 	// A Redis URL that does not parse is not quoted either.
 	c, err = Load("", env{"REDIS_URL": "redis://:LEAK%zz@host", "HOME": "/h"}.lookup)
 	if err == nil || strings.Contains(err.Error(), "LEAK") {
@@ -175,6 +194,12 @@ func TestSecretsList(t *testing.T) {
 	}
 	if got := Default().Secrets(); len(got) != 0 {
 		t.Errorf("Secrets() of the defaults = %q", got)
+	}
+	// The Redis URL's passwords: the user info's and the sentinels'.
+	c = Default()
+	c.Store.RedisURL = "rediss+sentinel://:LEAK-m@s1,s2/m?sentinel_password=LEAK-s"
+	if got := c.Secrets(); !slices.Equal(got, []string{"rediss+sentinel://:LEAK-m@s1,s2/m?sentinel_password=LEAK-s", "LEAK-m", "LEAK-s"}) {
+		t.Errorf("Secrets() = %q", got)
 	}
 	// A password in a URL that Validate would refuse is still a secret.
 	c = Default()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/store/redis/redisurl"
 )
 
 // Validate reports every invalid value, joined; nil if there is none. An
@@ -319,28 +320,11 @@ func checkHTTPURL(s string, suggestV1 bool) (*url.URL, string) {
 	return u, ""
 }
 
-// checkRedisURL never quotes the URL whole: it may hold a password.
+// checkRedisURL checks a REDIS_URL as the Redis store will (package
+// redisurl, which never quotes the URL: it may hold a password).
 func checkRedisURL(s string) string {
-	if !strings.Contains(s, "://") {
-		if strings.Contains(s, "@") {
-			return "has no scheme; write it like redis://:password@host:6379/0"
-		}
-		return fmt.Sprintf("%q has no scheme; use redis://%s (or rediss:// for TLS)", s, s)
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return "is not a valid URL; write it like redis://:password@host:6379/0"
-	}
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return fmt.Sprintf("%q: the scheme must be redis, or rediss for TLS", u.Redacted())
-	}
-	if u.Host == "" {
-		return fmt.Sprintf("%q has no host; write it like redis://host:6379/0", u.Redacted())
-	}
-	if db := strings.Trim(u.Path, "/"); db != "" {
-		if n, err := strconv.Atoi(db); err != nil || n < 0 {
-			return fmt.Sprintf("%q: the path must be a database number, like /0", u.Redacted())
-		}
+	if _, err := redisurl.Parse(s); err != nil {
+		return err.Error()
 	}
 	return ""
 }
@@ -448,9 +432,15 @@ func (c *Config) Warnings() []string {
 			add("llm.base_url", "plain http to %s: the API key crosses the network unencrypted; use https", u.Host)
 		}
 	}
-	if u, err := url.Parse(c.Store.RedisURL.Reveal()); err == nil && u.Scheme == "redis" {
-		if _, hasPass := u.User.Password(); hasPass && !isLoopback(u.Hostname()) {
-			add("store.redis_url", "redis:// to %s sends the password unencrypted; use rediss://", u.Host)
+	if u, err := redisurl.Parse(c.Store.RedisURL.Reveal()); err == nil && !u.TLS && u.HasPassword() {
+		var remote []string
+		for _, a := range u.Addrs {
+			if host, _, err := net.SplitHostPort(a); err != nil || !isLoopback(host) {
+				remote = append(remote, a)
+			}
+		}
+		if len(remote) > 0 {
+			add("store.redis_url", "%s:// to %s sends the password unencrypted; use %s://", u.Scheme, strings.Join(remote, ", "), strings.Replace(u.Scheme, "redis", "rediss", 1))
 		}
 	}
 	c.accessWarnings(add)

@@ -285,25 +285,72 @@ func TestScriptCacheLost(t *testing.T) {
 // TestClusterConformance runs the conformance suite on a Redis Cluster of
 // three masters, where a script may touch only keys of one slot and a
 // pipeline is spread over the nodes, and checks the round trips of the
-// steps whose scripts touch two slots.
+// steps whose scripts touch two slots. Every store is made by Open from a
+// redis+cluster:// URL naming two of the three nodes (and their password),
+// as in production.
 func TestClusterConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Redis Cluster")
 	}
 	addrs := startCluster(t, 3)
-	open := func(opts Options) (*Store, *goredis.ClusterClient) {
-		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
-		opts.Prefix = "fmtest-" + rand.Text()[:12]
-		return New(c, opts), c
+	const password = "c-s3cret"
+	for _, a := range addrs {
+		setPassword(t, a, password)
 	}
+	url := "redis+cluster://:" + password + "@" + addrs[0] + "," + addrs[1]
+	open := func(t *testing.T, opts Options) *Store {
+		opts.Prefix = "fmtest-" + rand.Text()[:12]
+		s, err := Open(t.Context(), url, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	t.Run("Open", func(t *testing.T) {
+		s := open(t, Options{})
+		defer s.Close()
+		if _, ok := s.client.(*goredis.ClusterClient); !ok {
+			t.Fatalf("Open(redis+cluster://...) made a %T", s.client)
+		}
+		want := fmt.Sprintf("Redis Cluster (seeds %s, %s), 3 masters", addrs[0], addrs[1])
+		if s.Describe() != want {
+			t.Errorf("Describe() = %q, want %q", s.Describe(), want)
+		}
+		// A node the URL does not name is reached through the seeds.
+		for i := range 50 {
+			if err := s.client.Set(t.Context(), fmt.Sprintf("fmtest-spread-%d", i), "1", time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		third := goredis.NewClient(&goredis.Options{Addr: addrs[2], Password: password})
+		defer third.Close()
+		if n := third.DBSize(t.Context()).Val(); n == 0 {
+			t.Error("no key landed on the node the URL does not name")
+		}
+		// The wrong password, and a single-node URL to a Cluster node.
+		for _, bad := range []string{
+			"redis+cluster://:wrong-s3cret@" + addrs[0],
+			"redis://:" + password + "@" + addrs[0],
+		} {
+			_, err := Open(t.Context(), bad, Options{})
+			if err == nil {
+				t.Errorf("Open succeeded with a bad URL")
+				continue
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("the error shows the password: %v", err)
+			}
+			t.Log(err)
+		}
+	})
 	t.Run("RoundTrips", func(t *testing.T) {
-		s, c := open(Options{})
+		s := open(t, Options{})
 		defer s.Close()
 		if s.ordered {
 			t.Fatal("a Cluster client must not pipeline the ready touch")
 		}
 		hook := &countHook{}
-		c.AddHook(hook)
+		s.client.AddHook(hook)
 		counts := turnRoundTrips(t, s, hook)
 		want := map[string]int64{"Enqueue": 2, "Claim": 1, "Commit": 2, "Delivered": 1, "Release": 1, "Ready": 2}
 		for op, n := range want {
@@ -313,7 +360,6 @@ func TestClusterConformance(t *testing.T) {
 		}
 	})
 	storetest.Run(t, func(t *testing.T, c storetest.Config) agent.Store {
-		s, _ := open(Options{Retention: c.Retention, AuditCap: c.AuditCap})
-		return s
+		return open(t, Options{Retention: c.Retention, AuditCap: c.AuditCap})
 	})
 }

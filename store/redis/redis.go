@@ -34,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +46,7 @@ import (
 	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/internal/storejson"
 	"github.com/firstmate/firstmate/store/internal/storelease"
+	"github.com/firstmate/firstmate/store/redis/redisurl"
 )
 
 // Options configure a Store.
@@ -70,6 +70,8 @@ type Store struct {
 	// ordered is true when a pipeline runs its commands in order on one
 	// server (a single node or Sentinel), not spread over shards.
 	ordered bool
+	// desc is what Describe reports.
+	desc string
 }
 
 var _ agent.Store = (*Store)(nil)
@@ -87,39 +89,153 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 		opts.AuditCap = storegov.DefaultAuditCap
 	}
 	_, ordered := client.(*goredis.Client)
-	return &Store{client: client, prefix: opts.Prefix, ret: opts.Retention.WithDefaults(), auditCap: opts.AuditCap, ordered: ordered}
+	desc := "Redis"
+	switch client.(type) {
+	case *goredis.ClusterClient:
+		desc = "Redis Cluster"
+	case *goredis.Ring:
+		desc = "Redis Ring"
+	}
+	return &Store{client: client, prefix: opts.Prefix, ret: opts.Retention.WithDefaults(), auditCap: opts.AuditCap, ordered: ordered, desc: desc}
 }
 
-// Open connects to the Redis at url (redis:// or rediss:// for TLS, as in
-// REDIS_URL), checks that it answers and returns a Store on it.
+// Open connects to the Redis that url names (REDIS_URL) and returns a Store
+// on it once it answers. url is one of (see package redisurl):
+//
+//	redis://[user:password@]host[:port][/db]                 one node
+//	redis+cluster://[user:password@]host1:port1,host2:port2  a Redis Cluster
+//	redis+sentinel://[user:password@]host1:port1,host2:port2/master[/db]
+//	                                                          a Sentinel-managed master
+//
+// with rediss, rediss+cluster and rediss+sentinel for TLS. It checks that
+// the servers are of the kind the URL names: a single node that turns out
+// to be a sentinel or a node of a Cluster of several masters, a Sentinel
+// master that is not a master, and a Cluster URL that reaches a server
+// without Cluster support or a Cluster whose state is not ok, are errors. Describe reports what it connected to. Its errors never quote the
+// URL, which may hold a password.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err := checkPrefix(opts.Prefix); err != nil {
 		return nil, err
 	}
-	o, err := parseURL(url)
+	u, err := redisurl.Parse(url)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
-	c := goredis.NewClient(o)
-	if err := c.Ping(ctx).Err(); err != nil {
+	c := u.NewClient()
+	desc, err := connect(ctx, c, u)
+	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("REDIS_URL: no answer from Redis at %s: %w", o.Addr, err)
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
-	return New(c, opts), nil
+	s := New(c, opts)
+	s.desc = desc
+	return s, nil
 }
 
-// parseURL parses a REDIS_URL. Its errors never quote the URL, which may
-// hold a password.
-func parseURL(raw string) (*goredis.Options, error) {
-	o, err := goredis.ParseURL(raw)
-	if err != nil {
-		// url.Parse quotes the whole URL in its errors.
-		if ue := (*url.Error)(nil); errors.As(err, &ue) {
-			err = ue.Err
+// connect pings the servers u names through c, checks that they are of
+// u's kind and returns a description of what it reached.
+func connect(ctx context.Context, c goredis.UniversalClient, u *redisurl.URL) (string, error) {
+	if err := c.Ping(ctx).Err(); err != nil {
+		if u.Kind == redisurl.Cluster && strings.Contains(err.Error(), "cluster support disabled") {
+			return "", fmt.Errorf("%s: the server is not a Cluster node (its cluster support is disabled); for one node, use %s://", u, strings.TrimSuffix(u.Scheme, "+cluster"))
 		}
-		return nil, fmt.Errorf("REDIS_URL: want redis://[user:password@]host[:port][/db] or rediss:// for TLS: %w", err)
+		if u.Kind == redisurl.Sentinel && strings.Contains(err.Error(), "sentinels specified in configuration are unreachable") {
+			msg := err.Error()
+			switch {
+			case strings.Contains(msg, "unknown command 'sentinel'"):
+				return "", fmt.Errorf("%s: the host is not a sentinel (it knows no SENTINEL command); for one node, use %s://", u, strings.TrimSuffix(u.Scheme, "+sentinel"))
+			case strings.HasSuffix(msg, goredis.Nil.Error()):
+				return "", fmt.Errorf("%s: the sentinels monitor no master named %q", u, u.Master)
+			case strings.Contains(msg, "NOAUTH"):
+				return "", fmt.Errorf("%s: the sentinels want a password: give it as ?sentinel_password=...: %w", u, err)
+			}
+		}
+		return "", fmt.Errorf("no answer from %s: %w", u, err)
 	}
-	return o, nil
+	switch u.Kind {
+	case redisurl.Node, redisurl.Sentinel:
+		// INFO may be disabled (renamed) on a managed Redis: then the
+		// check is skipped.
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return u.String(), nil
+		}
+		switch mode := infoField(info, "redis_mode"); mode {
+		case "cluster":
+			// A Cluster of one master serving every slot works through a
+			// single-node client (some managed Redis offer just that);
+			// with more, most keys would be MOVED elsewhere.
+			ci, err := c.ClusterInfo(ctx).Result()
+			if err == nil && infoField(ci, "cluster_state") == "ok" && infoField(ci, "cluster_size") == "1" && infoRole(ctx, c) == "master" {
+				return u.String() + " (a Cluster of one master)", nil
+			}
+			return "", fmt.Errorf("%s: the server is a Redis Cluster node; use %s+cluster://host1:port1,host2:port2", u, strings.TrimSuffix(u.Scheme, "+sentinel"))
+		case "sentinel":
+			if u.Kind == redisurl.Node {
+				return "", fmt.Errorf("%s: the server is a sentinel; use %s+sentinel://host:port/MASTER, with the name it monitors the master by", u, u.Scheme)
+			}
+			return "", fmt.Errorf("%s: the master the sentinels named is itself a sentinel", u)
+		}
+		if u.Kind == redisurl.Sentinel {
+			if role := infoRole(ctx, c); role != "" && role != "master" {
+				return "", fmt.Errorf("%s: the server the sentinels named as master is a %s", u, role)
+			}
+		}
+		return u.String(), nil
+	default: // Cluster
+		info, err := c.ClusterInfo(ctx).Result()
+		if err != nil {
+			return "", fmt.Errorf("%s: CLUSTER INFO: %w", u, err)
+		}
+		if state := infoField(info, "cluster_state"); state != "ok" {
+			return "", fmt.Errorf("%s: the Cluster's state is %q, not ok (are all slots served?)", u, state)
+		}
+		masters := infoField(info, "cluster_size") + " masters"
+		if masters == "1 masters" {
+			masters = "1 master"
+		}
+		return u.String() + ", " + masters, nil
+	}
+}
+
+// infoField returns the value of name in an INFO reply ("name:value"
+// lines).
+func infoField(info, name string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// infoRole returns the server's role (master, slave), "" if unknown.
+func infoRole(ctx context.Context, c goredis.UniversalClient) string {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return ""
+	}
+	return infoField(info, "role")
+}
+
+// Describe reports what the store is on: for a Store from Open, the kind
+// of deployment and its addresses ("Redis node redis:6379, db 0", "Redis
+// Cluster (seeds a:6379, b:6379), 3 masters", "Redis Sentinel master
+// "mymaster" (sentinels a:26379, b:26379), db 0", with ", TLS" when it
+// is), never a password.
+func (s *Store) Describe() string { return s.desc }
+
+// parseURL parses a REDIS_URL that names one node, for the tests' own
+// clients. Its errors never quote the URL, which may hold a password.
+func parseURL(raw string) (*goredis.Options, error) {
+	u, err := redisurl.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	if u.Kind != redisurl.Node {
+		return nil, fmt.Errorf("REDIS_URL: %s: want one node (redis:// or rediss://)", u)
+	}
+	return u.Options(), nil
 }
 
 // Close closes the client.

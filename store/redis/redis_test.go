@@ -407,6 +407,13 @@ func TestOpenErrors(t *testing.T) {
 		"redis://user:s3cret@bad host:6379/0",
 		"redis://user:s3cret@localhost:6379/notadb",
 		"redis://user:s3cret@127.0.0.1:1/0", // nothing listens on port 1
+		"redis://user:s3cret@a:1,b:2/0",
+		"redis://user:s3cret@127.0.0.1:1?cluster=true",
+		"redis+cluster://user:s3cret@127.0.0.1:1,127.0.0.1:2",
+		"redis+cluster://user:s3cret@127.0.0.1:1/3",
+		"redis+sentinel://user:s3cret@127.0.0.1:1",
+		"redis+sentinel://user:s3cret@127.0.0.1:1/mymaster?sentinel_password=s3cret",
+		"rediss+sentinel://user:s3cret@127.0.0.1:1/mymaster/0?sentinel_password=s3cret&skip_verify=true",
 	} {
 		_, err := Open(ctx, url, Options{})
 		if err == nil {

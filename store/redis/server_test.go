@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,5 +140,76 @@ func resetStats(t *testing.T, c *goredis.Client) {
 	t.Helper()
 	if err := c.ConfigResetStat(context.WithoutCancel(t.Context())).Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// setPassword makes the server at addr require password from then on.
+func setPassword(t *testing.T, addr, password string) {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	if err := c.ConfigSet(t.Context(), "requirepass", password).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startSentinel starts a Redis Sentinel that monitors the master at
+// masterAddr under the name master, with extra lines for its
+// configuration file, and returns its address once it knows the master;
+// it is killed when t ends. It runs redis-sentinel, or redis-server
+// --sentinel; without either the test is skipped.
+func startSentinel(t *testing.T, master, masterAddr, password string, conf ...string) string {
+	t.Helper()
+	var bin string
+	var args []string
+	if b, err := exec.LookPath("redis-sentinel"); err == nil {
+		bin = b
+	} else if b, err := exec.LookPath("redis-server"); err == nil {
+		bin, args = b, []string{"--sentinel"}
+	} else {
+		t.Skip("no redis-sentinel or redis-server binary to start a sentinel")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir := t.TempDir()
+	host, mport, _ := net.SplitHostPort(masterAddr)
+	lines := append([]string{
+		"bind 127.0.0.1",
+		"port " + strconv.Itoa(port),
+		"dir " + dir,
+		"daemonize no",
+		"loglevel warning",
+		fmt.Sprintf("sentinel monitor %s %s %s 1", master, host, mport),
+	}, conf...)
+	file := filepath.Join(dir, "sentinel.conf")
+	// The sentinel rewrites its file, so it must be writable.
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{file}, args...)...)
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	c := goredis.NewSentinelClient(&goredis.Options{Addr: addr, Password: password, MaxRetries: -1})
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, err := c.GetMasterAddrByName(t.Context(), master).Result()
+		if err == nil && len(got) == 2 && net.JoinHostPort(got[0], got[1]) == masterAddr {
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sentinel on %s did not start (%v, %v): %s", addr, got, err, log.String())
+		}
 	}
 }
