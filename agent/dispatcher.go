@@ -593,6 +593,17 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 		// on every replica.
 		if pol, err = d.policy(turnCtx, key); err != nil && turnCtx.Err() != nil {
 			err = context.Cause(turnCtx) // stopped before it began
+		} else if err != nil {
+			// Without its policy the turn cannot run safely, and failing it
+			// would consume the messages: hand it back, like a failing
+			// commit, for the next holder once the store answers.
+			cancel(nil)
+			<-renewDone
+			log.Error("read the channel's policy; handing the turn back", "err", err)
+			if d.cfg.Observer != nil {
+				d.cfg.Observer.TurnDone(key.Platform, OutcomeNotSaved, time.Since(start))
+			}
+			return turnNotSaved
 		}
 	}
 	if err == nil {
@@ -691,15 +702,23 @@ func (d *Dispatcher) show(ctx context.Context, key SessionKey, th Thread, ws *to
 	if d.cfg.Observer != nil {
 		d.cfg.Observer.Delivered(err == nil)
 	}
-	for attempt := 0; attempt < 3; attempt++ {
+	// Until it is marked, whoever holds the session next shows it again:
+	// a store that is down for a while is waited for, as a commit is.
+	wait := 100 * time.Millisecond
+	for until := time.Now().Add(2 * d.cfg.LeaseTTL); ; {
 		mctx, mcancel := context.WithTimeout(ctx, 5*time.Second)
 		derr := d.cfg.Store.Delivered(mctx, key, ob.ID)
 		mcancel()
 		if derr == nil {
 			return
 		}
-		log.Warn("mark answer delivered", "err", derr)
-		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+		if time.Now().Add(wait).After(until) {
+			log.Error("could not mark the answer shown; it may be shown again", "err", derr)
+			return
+		}
+		log.Warn("mark answer delivered; retrying", "err", derr, "in", wait)
+		time.Sleep(wait)
+		wait = min(wait*2, 2*time.Second)
 	}
 }
 

@@ -153,6 +153,10 @@ func (d *Dispatcher) overRate(ctx context.Context, in Inbound) (bool, error) {
 		return false, nil
 	}
 	who := in.Key.Platform + ":" + in.User.ID
+	// A platform's re-delivery of a message is not another message.
+	if first, err := d.cfg.Store.Once(ctx, "counted:"+in.Key.Channel().String()+":"+in.MessageID, 10*time.Minute); err != nil || !first {
+		return false, err
+	}
 	n, err := d.cfg.Store.Hit(ctx, "msgs:"+who, time.Minute)
 	if err != nil || n <= int64(limit) {
 		return false, err

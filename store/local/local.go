@@ -299,6 +299,10 @@ func (s *Store) Renew(ctx context.Context, key agent.SessionKey, owner string, t
 }
 
 // Commit implements agent.Store.
+// keyCommitted holds, in a session's bucket, the ID of its last committed
+// turn.
+var keyCommitted = []byte("committed")
+
 func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, consumed int, turn []agent.Message, out *agent.Outbound) error {
 	if err := key.Validate(); err != nil {
 		return err
@@ -333,6 +337,16 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 		sb, err := s.touchSession(tx, key, now)
 		if err != nil {
 			return err
+		}
+		if out != nil {
+			// A commit sent again (as Redis's may be, when its reply was
+			// lost) changes nothing the second time.
+			if string(sb.Get(keyCommitted)) == out.ID {
+				return nil
+			}
+			if err := sb.Put(keyCommitted, []byte(out.ID)); err != nil {
+				return err
+			}
 		}
 		if err := deleteFirst(sb.Bucket(bucketMailbox), consumed); err != nil {
 			return err

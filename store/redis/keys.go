@@ -32,6 +32,11 @@ const (
 	// entries. It never outlives its lease by more than a moment, and
 	// Enqueue ignores it when the lease is gone.
 	claimed
+	// The ID of the session's last committed turn (its outbox entry's):
+	// a string, so that a Commit sent again (the reply to the first was
+	// lost, the client or the dispatcher retried) changes nothing the
+	// second time. Expires like the mailbox.
+	committed
 	// A message ID seen in a chat: expires after DedupTTL.
 	dedup
 	// A channel's settings: a hash of version and JSON. It has no TTL on
@@ -119,6 +124,7 @@ const (
 //	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:lease    lease
 //	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:out      outbox
 //	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:claimed  claimed
+//	fm:{slack:T1:C1:}:s:slack:T1:C1:1700.01:committed  committed
 //	fm:{slack:T1:C1:}:d:1700000000.000200            dedup (name: message ID)
 //	fm:{slack:T1:C1:}:settings                       settings
 //	fm:{slack:T1:C1:}:u:2025-03-04                   usage (name: day)
@@ -201,6 +207,8 @@ func (s *Store) key(r record, k agent.SessionKey, name string) string {
 		return tag + "s:" + k.String() + ":out"
 	case claimed:
 		return tag + "s:" + k.String() + ":claimed"
+	case committed:
+		return tag + "s:" + k.String() + ":committed"
 	case dedup:
 		return tag + "d:" + name
 	case settings:
@@ -228,7 +236,7 @@ func (s *Store) pairKeys() []string {
 // sessionKeys returns the keys the session scripts take, in the order they
 // expect them.
 func (s *Store) sessionKeys(k agent.SessionKey) []string {
-	return []string{s.key(lease, k, ""), s.key(mailbox, k, ""), s.key(history, k, ""), s.key(outbox, k, ""), s.key(claimed, k, "")}
+	return []string{s.key(lease, k, ""), s.key(mailbox, k, ""), s.key(history, k, ""), s.key(outbox, k, ""), s.key(claimed, k, ""), s.key(committed, k, "")}
 }
 
 // readyKeys returns the keys the ready scripts take, in the order they

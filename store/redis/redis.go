@@ -380,7 +380,11 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 			return err
 		}
 	}
-	args := []any{owner, consumed, data, -s.ret.MaxTurns, ms(s.ret.HistoryTTL), outData}
+	id := ""
+	if out != nil {
+		id = out.ID
+	}
+	args := []any{owner, consumed, data, -s.ret.MaxTurns, ms(s.ret.HistoryTTL), outData, id}
 	var cmd *goredis.Cmd
 	if out != nil {
 		// A holder that dies before delivering leaves the entry to whoever

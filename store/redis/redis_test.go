@@ -151,7 +151,7 @@ func TestEveryKeyExpiresOrIsKept(t *testing.T) {
 	idle, dedupTTL := s.ret.HistoryTTL, s.ret.DedupTTL
 	ttls := map[string]time.Duration{
 		s.key(mailbox, key, ""): idle, s.key(history, key, ""): idle, s.key(outbox, key, ""): idle,
-		s.key(lease, key, ""): time.Minute, s.key(claimed, key, ""): time.Minute,
+		s.key(lease, key, ""): time.Minute, s.key(claimed, key, ""): time.Minute, s.key(committed, key, ""): idle,
 		s.key(dedup, key, "1"): dedupTTL, s.key(dedup, key, "2"): dedupTTL, s.key(dedup, key, "4"): dedupTTL,
 		s.key(dedup, key, "3"):          dedupTTL,
 		s.key(named, noKey, "telegram"): time.Minute,

@@ -145,11 +145,19 @@ return 0
 // TTL.
 //
 // ARGV: owner, consumed, turn JSON (empty for none), -max turns, idle ttl,
-// Outbound JSON (empty for none). Returns 1 if committed, 0 if owner does
-// not hold the lease.
+// Outbound JSON (empty for none), commit ID (empty for none). Returns 1 if
+// committed, 0 if owner does not hold the lease. A commit whose ID is the
+// session's last committed one was applied already (its reply was lost and
+// it was sent again): it returns 1 and changes nothing.
 var commitScript = goredis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 	return 0
+end
+if ARGV[7] ~= '' then
+	if redis.call('GET', KEYS[6]) == ARGV[7] then
+		return 1
+	end
+	redis.call('SET', KEYS[6], ARGV[7], 'PX', ARGV[5])
 end
 local consumed = tonumber(ARGV[2])
 if consumed > 0 then

@@ -615,3 +615,28 @@ func (s suite) testNamedLease(t *testing.T) {
 		t.Fatalf("%d owners took the lease, want 1", n)
 	}
 }
+
+// A Commit sent again with the same outbox entry (its reply was lost and
+// the client or the dispatcher retried) changes nothing the second time:
+// no message consumed twice, no turn or answer added twice.
+func (s suite) testCommitTwice(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	m1 := inbound(threadA, "m1")
+	enqueue(t, st, m1, true)
+	claim(t, st, threadA, "w1", minute)
+	o1 := outbound("o1", m1)
+	t1 := turn("t1", 2)
+	commitOut(t, st, threadA, "w1", 1, t1, o1)
+	enqueue(t, st, inbound(threadA, "m2"), true) // arrived meanwhile
+	commitOut(t, st, threadA, "w1", 1, t1, o1)
+	wantPending(t, st, threadA, 1)
+	wantHistory(t, st, threadA, t1)
+	c := claim(t, st, threadA, "w1", minute)
+	wantOutbox(t, "Claim after a repeated Commit", c.Outbox, o1)
+	// The next turn's commit is its own.
+	o2 := outbound("o2", inbound(threadA, "m2"))
+	t2 := turn("t2", 2)
+	commitOut(t, st, threadA, "w1", 1, t2, o2)
+	wantPending(t, st, threadA, 0)
+	wantHistory(t, st, threadA, t1, t2)
+}

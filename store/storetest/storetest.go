@@ -148,6 +148,7 @@ func Run(t *testing.T, open func(t *testing.T, c Config) agent.Store) {
 		{"ConcurrentOutOfOrder", s.testConcurrentOutOfOrder},
 		{"EnqueueAfterClaimed", s.testEnqueueAfterClaimed},
 		{"Outbox", s.testOutbox},
+		{"CommitTwice", s.testCommitTwice},
 		{"Ready", s.testReady},
 		{"ReadyManyIdle", s.testReadyManyIdle},
 		{"ReadyConcurrent", s.testReadyConcurrent},
