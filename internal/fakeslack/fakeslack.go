@@ -144,6 +144,7 @@ type Server struct {
 	maxRetries             int
 	pingInterval           time.Duration
 	echo                   bool
+	spread                 bool
 
 	mu       sync.Mutex
 	closed   bool
@@ -224,6 +225,12 @@ func WithPingInterval(d time.Duration) Option { return func(s *Server) { s.pingI
 // posts, message_changed for each edit, message_deleted for each deletion.
 // A bot must ignore them; this makes sure it meets them.
 func WithEcho() Option { return func(s *Server) { s.echo = true } }
+
+// WithSpread delivers each envelope to the next ready Socket Mode
+// connection in turn instead of the newest, as Slack spreads an app's
+// events over its open connections: several replicas of a bot, each with
+// its own connection, each get a share.
+func WithSpread() Option { return func(s *Server) { s.spread = true } }
 
 // WithLogger logs one line per Web API call and per envelope.
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.logger = l } }

@@ -49,6 +49,7 @@ type socketState struct {
 	deliveries []*delivery
 	byEnvelope map[string]*sent
 	pending    []*delivery // waiting for a connection
+	next       int         // WithSpread: the turn of the next envelope
 	envelopes  []Envelope
 	acks       []Ack
 }
@@ -251,9 +252,10 @@ func (s *Server) deliver(typ string, payload json.RawMessage, accepts bool) stri
 	return d.first
 }
 
-// send writes the next envelope of d to the newest ready connection, or
-// queues d until a client connects. A write that fails (the connection
-// just died) is tried on another connection.
+// send writes the next envelope of d to the newest ready connection (with
+// WithSpread, to each in turn), or queues d until a client connects. A
+// write that fails (the connection just died) is tried on another
+// connection.
 func (s *Server) send(d *delivery) {
 	for {
 		s.mu.Lock()
@@ -261,12 +263,20 @@ func (s *Server) send(d *delivery) {
 			s.mu.Unlock()
 			return
 		}
-		var c *wsConn
-		for _, o := range slices.Backward(s.sock.conns) {
+		var ready []*wsConn
+		for _, o := range s.sock.conns {
 			if o.ready && !o.dead {
-				c = o
-				break
+				ready = append(ready, o)
 			}
+		}
+		var c *wsConn
+		switch {
+		case len(ready) == 0:
+		case s.spread:
+			c = ready[s.sock.next%len(ready)]
+			s.sock.next++
+		default:
+			c = ready[len(ready)-1]
 		}
 		if c == nil {
 			s.sock.pending = append(s.sock.pending, d)
