@@ -490,10 +490,21 @@ func (t *turn) next(now time.Time) (func(context.Context), time.Duration) {
 		if act != nil {
 			return act, 0
 		}
+		if t.closed && wait > tidyPatience {
+			// Tidying up after the answer (a progress summary) waits for a
+			// chat budget that many turns share: when it is that far
+			// behind, the message is left as it is rather than holding
+			// this turn, and the budget, for longer.
+			continue
+		}
 		w.at(wait)
 	}
 	return nil, w.d
 }
+
+// tidyPatience is how long a finished turn's writer waits for a token to
+// tidy up (a progress summary) before it leaves the message as it is.
+const tidyPatience = 5 * time.Second
 
 // waiter keeps the soonest of several waits.
 type waiter struct{ d time.Duration }

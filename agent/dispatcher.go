@@ -672,7 +672,16 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	default:
 		done(OutcomeAnswered)
 	}
+	// Showing may wait for the chat's pace (a Slack DM takes a post a
+	// second) or a 429: meanwhile this worker serves other sessions, and
+	// the lease is kept, so that nobody else shows the answer too.
+	showCtx, showDone := context.WithCancelCause(bg)
+	renewDone = d.keepLease(showCtx, key, showDone, &renewed, log)
+	d.park()
 	d.show(bg, key, th, ws, *ob, err, log)
+	d.unpark()
+	showDone(nil)
+	<-renewDone
 	return turnDone
 }
 

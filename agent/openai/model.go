@@ -40,7 +40,11 @@ func New(cfg Config) (*Model, error) {
 	if hc == nil {
 		// No Client.Timeout: it would cut a long stream. Each attempt has
 		// its own idle timeout instead (see Config.Timeout).
-		hc = &http.Client{Transport: http.DefaultTransport}
+		// Enough idle connections for the turns that run at once (the
+		// default keeps two per host, so busy turns would dial anew).
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		hc = &http.Client{Transport: t}
 	}
 	cc := goai.DefaultConfig(cfg.APIKey)
 	cc.BaseURL = cfg.BaseURL

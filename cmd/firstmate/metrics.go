@@ -181,9 +181,18 @@ func (m *metrics) Delivered(ok bool) { m.deliveries.WithLabelValues(strconv.Form
 // telegramMethod). timeout 0 means none.
 func (m *metrics) client(platform string, method func(*url.URL) string, timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &transport{
-		platform: platform, method: method, next: http.DefaultTransport, m: m,
+		platform: platform, method: method, next: pooledTransport(), m: m,
 		seen: map[string]bool{},
 	}}
+}
+
+// pooledTransport keeps enough idle connections to one API host for the
+// turns that run at once: the default two make busy turns dial (and, over
+// TLS, handshake) for most requests.
+func pooledTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return t
 }
 
 // transport counts the requests a platform adapter makes: by API method
