@@ -59,12 +59,14 @@ type Server struct {
 	parallelAtZero bool
 	noIDs          bool
 	chunkSize      int
+	noRecord       bool
 	logger         *slog.Logger
 	handler        func(*Request) Reply
 
 	mu       sync.Mutex
 	queue    []Reply
 	requests []Request
+	seen     int // requests received, recorded or not
 
 	seq atomic.Int64 // for response and call IDs
 }
@@ -100,6 +102,10 @@ func WithoutCallIDs() Option { return func(s *Server) { s.noIDs = true } }
 // WithChunkSize sets how many characters of text or arguments go in one
 // stream chunk (default 4), so that clients must reassemble them.
 func WithChunkSize(n int) Option { return func(s *Server) { s.chunkSize = max(n, 1) } }
+
+// WithoutRecording keeps no requests (Requests returns none), so that a
+// long load test does not hold every prompt it sent in memory.
+func WithoutRecording() Option { return func(s *Server) { s.noRecord = true } }
 
 // WithLogger logs one line per request.
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.logger = l } }
@@ -213,8 +219,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	invalid := validate(&req)
 
 	s.mu.Lock()
-	s.requests = append(s.requests, req)
-	n := len(s.requests)
+	s.seen++
+	n := s.seen
+	if !s.noRecord {
+		s.requests = append(s.requests, req)
+	}
 	var reply Reply
 	// An invalid request does not use up a scripted reply: the test fails
 	// on the 400 and should not also see its script shifted.

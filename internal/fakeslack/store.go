@@ -90,6 +90,7 @@ type msgKey struct{ channel, ts string }
 // store is what the workspace holds. Guarded by Server.mu.
 type store struct {
 	msgs       map[msgKey]*Message
+	byChannel  map[string][]*Message // msgs by channel, so a thread is found without a scan of every message
 	reactions  map[msgKey][]string
 	statuses   []Status
 	ephemerals []Ephemeral
@@ -113,6 +114,7 @@ type upload struct {
 
 func (st *store) init() {
 	st.msgs = map[msgKey]*Message{}
+	st.byChannel = map[string][]*Message{}
 	st.reactions = map[msgKey][]string{}
 	st.files = map[string]*File{}
 	st.uploads = map[string]*upload{}
@@ -120,7 +122,16 @@ func (st *store) init() {
 	st.targets = map[string]responseTarget{}
 }
 
-func (st *store) put(m *Message) { st.msgs[msgKey{m.Channel, m.TS}] = m }
+func (st *store) put(m *Message) {
+	k := msgKey{m.Channel, m.TS}
+	if old := st.msgs[k]; old != nil {
+		ms := st.byChannel[m.Channel]
+		ms[slices.Index(ms, old)] = m
+	} else {
+		st.byChannel[m.Channel] = append(st.byChannel[m.Channel], m)
+	}
+	st.msgs[k] = m
+}
 
 func (st *store) get(channel, ts string) *Message { return st.msgs[msgKey{channel, ts}] }
 
@@ -128,8 +139,8 @@ func (st *store) get(channel, ts string) *Message { return st.msgs[msgKey{channe
 // first, in order, deleted ones left out.
 func (st *store) thread(channel, ts string) []*Message {
 	var out []*Message
-	for _, m := range st.msgs {
-		if m.Channel == channel && !m.Deleted && (m.TS == ts || m.ThreadTS == ts) {
+	for _, m := range st.byChannel[channel] {
+		if !m.Deleted && (m.TS == ts || m.ThreadTS == ts) {
 			out = append(out, m)
 		}
 	}
@@ -224,8 +235,8 @@ func (s *Server) Messages(channel string) []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*Message
-	for _, m := range s.store.msgs {
-		if m.Channel == channel && !m.Deleted {
+	for _, m := range s.store.byChannel[channel] {
+		if !m.Deleted {
 			out = append(out, m)
 		}
 	}
