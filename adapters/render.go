@@ -150,9 +150,10 @@ type turn struct {
 	uploader Uploader
 	stepper  Stepper
 
-	running  bool // the writer runs
-	closed   bool // the dispatcher is done with the turn
-	ended    bool // the answer (or the failure) is known: what is left comes after it
+	running  bool      // the writer runs
+	closed   bool      // the dispatcher is done with the turn
+	closedAt time.Time // when
+	ended    bool      // the answer (or the failure) is known: what is left comes after it
 	begun    time.Time
 	progress Progress
 
@@ -332,7 +333,7 @@ func (t *turn) Emit(ctx context.Context, ev agent.Event) error {
 // writer finishes what is left (an end mark, a progress summary) and stops.
 func (t *turn) Close() error {
 	t.mu.Lock()
-	t.closed = true
+	t.closed, t.closedAt = true, time.Now()
 	if !t.ended && t.running {
 		// Closed without an answer (the lease was lost; another worker
 		// answers): stop the keep-alives and end an open stream.
@@ -490,12 +491,15 @@ func (t *turn) next(now time.Time) (func(context.Context), time.Duration) {
 		if act != nil {
 			return act, 0
 		}
-		if t.closed && wait > tidyPatience {
+		if t.closed {
 			// Tidying up after the answer (a progress summary) waits for a
-			// chat budget that many turns share: when it is that far
-			// behind, the message is left as it is rather than holding
-			// this turn, and the budget, for longer.
-			continue
+			// budget that many turns share (Slack's edits, per workspace):
+			// after a while the message is left as it is rather than
+			// holding this turn, and the budget, any longer.
+			left := t.closedAt.Add(tidyPatience).Sub(now)
+			if left <= 0 || wait > left {
+				continue
+			}
 		}
 		w.at(wait)
 	}
