@@ -382,14 +382,12 @@ func orUnknown(s string) string {
 // with what to do. The error itself goes to the log.
 func (d *Dispatcher) userMessage(err error) string {
 	var me *ModelError
+	var be *BudgetError
 	switch {
 	case errors.Is(err, ErrStopped):
 		return "Stopped."
-	case errors.As(err, new(*BudgetError)):
-		be := err.(*BudgetError)
+	case errors.As(err, &be):
 		return fmt.Sprintf("This channel has used its model budget for today (%d of %d tokens), so I stopped. It resets at midnight UTC; an admin can raise budgets.channel_tokens_per_day.", be.Used, be.Limit)
-	case errors.Is(err, ErrShutdown):
-		return "I am restarting and had to interrupt this. Send your message again in a moment."
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Sprintf("That took longer than my %s limit, so I stopped. Ask me to continue if you want me to go on.", d.cfg.Loop.Timeout)
 	case errors.As(err, &me) && me.RateLimited():

@@ -191,7 +191,7 @@ func TestPolicyDefaults(t *testing.T) {
 		"start": agent.ToolDeny, "shell": agent.ToolDeny, "write": agent.ToolDeny, "github__issues": agent.ToolDeny,
 		"edit": agent.ToolAsk, "send_file": agent.ToolAsk, "other__tool": agent.ToolAsk,
 	} {
-		if got := c.Tools.Mode(tool); got != mode {
+		if got := configuredMode(c, tool); got != mode {
 			t.Errorf("Mode(%s) = %s, want %s", tool, got, mode)
 		}
 	}
@@ -318,4 +318,9 @@ func TestIDChecks(t *testing.T) {
 			t.Errorf("%q: error %v, want one containing %q", tt.id, err, tt.err)
 		}
 	}
+}
+
+// configuredMode is a tool's mode in a channel with no rules of its own.
+func configuredMode(c *Config, tool string) agent.ToolMode {
+	return agent.NewPolicy(agent.SessionKey{Platform: "x", Chat: "y"}, c.PolicyDefaults(), agent.ChannelSettings{}).Mode(tool)
 }

@@ -297,10 +297,10 @@ func TestValidFile(t *testing.T) {
 	if !c.IsAdmin("telegram", "123456789") || !c.IsAdmin("slack", "U0123ABCD") || c.IsAdmin("slack", "123456789") {
 		t.Error("IsAdmin is wrong")
 	}
-	if got := c.Tools.Mode("shell"); got != agent.ToolAsk {
+	if got := configuredMode(c, "shell"); got != agent.ToolAsk {
 		t.Errorf("Mode(shell) = %q", got)
 	}
-	if got := c.Tools.Mode("fetch"); got != agent.ToolDeny {
+	if got := configuredMode(c, "fetch"); got != agent.ToolDeny {
 		t.Errorf("Mode(fetch) = %q, want the default", got)
 	}
 	if got := c.Retention().MaxTurns; got != 50 {

@@ -56,12 +56,6 @@ func (t Tools) policyDefaults() agent.PolicyDefaults {
 	return d
 }
 
-// Mode returns the configured mode of the named tool: its own entry, its
-// group's, or Default.
-func (t Tools) Mode(name string) agent.ToolMode {
-	return agent.NewPolicy(agent.SessionKey{}, t.policyDefaults(), agent.ChannelSettings{}).Mode(name)
-}
-
 // PolicyWarnings lists, for the tools known, each tool that the tools
 // lists leave more open than another of its group they restrict
 // ("tools.deny[0]: shell is deny, but start is allow (both exec): …"):
