@@ -115,6 +115,11 @@ const (
 	// A named lease (name: the lease's): the owner string, with the
 	// lease's ttl.
 	named
+	// A workspace's background jobs (name: the space): a hash of "next"
+	// (the last ID handed out), "job:ID" (tools.Job JSON) and "stop:ID"
+	// (who asked the job to stop). Expires tools.JobKeep after its last
+	// change; a running job's owner rewrites it every few seconds.
+	jobs
 )
 
 // key derives every Redis key the store uses; nothing else builds one.
@@ -141,6 +146,7 @@ const (
 //	fm:{ready}:seq                                   readySeq
 //	fm:{boot:web-0%3A8080}                           boot (name: replica)
 //	fm:{lease:telegram}                              named (name: lease)
+//	fm:{jobs:slack%3AT1%3AC1%3A}                     jobs (name: space)
 //
 // The hash tag of a session's keys is its channel, so a session's keys, the
 // dedup records of its chat and its channel's settings share one Cluster
@@ -194,6 +200,8 @@ func (s *Store) key(r record, k agent.SessionKey, name string) string {
 		return s.prefix + ":{boot:" + storegov.Escape(name) + "}"
 	case named:
 		return s.prefix + ":{lease:" + storegov.Escape(name) + "}"
+	case jobs:
+		return s.prefix + ":{jobs:" + storegov.Escape(name) + "}"
 	}
 	tag := s.prefix + ":{" + k.Channel().String() + "}:"
 	switch r {

@@ -401,3 +401,16 @@ if state == 'pending' then
 end
 return {0, redis.call('HGET', KEYS[1], 'json'), redis.call('HGET', KEYS[1], 'decision') or ''}
 `)
+
+// askStopScript leaves a request that a job stop, if the board holds it.
+//
+// KEYS: jobs. ARGV: job field, stop field, who asks, keep ttl. Returns 1 if
+// the request was left, 0 if there is no such job.
+var askStopScript = goredis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+	return 0
+end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+`)

@@ -170,6 +170,8 @@ func Run(t *testing.T, open func(t *testing.T, c Config) agent.Store) {
 		{"AuditCap", s.testAuditCap},
 		{"ConcurrentAudit", s.testConcurrentAudit},
 		{"GovernInvalidArguments", s.testGovernInvalid},
+		{"JobBoard", s.testJobBoard},
+		{"JobBoardConcurrent", s.testJobBoardConcurrent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Every test has its own store, so they can all run at once;
