@@ -632,6 +632,11 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 		// Handed back, not answered: the messages stay in the mailbox and
 		// the turn is done again by another replica or after the restart.
 		log.Info("shutting down mid-turn; handing the session back", "steps", out.Steps, "tools", out.ToolCalls, "took", took)
+		// Say so where the progress stopped, so that nobody wonders or
+		// sends it again; the answer comes from the next holder.
+		nctx, ncancel := context.WithTimeout(context.WithoutCancel(ctx), handOverNote)
+		emit(nctx, th, Notice{Text: handedOverText(out.ToolCalls)}, log)
+		ncancel()
 		done(OutcomeHandedOver)
 		return turnHandedOver
 	}
@@ -765,6 +770,27 @@ func dedupe(paths []string) []string {
 
 // attachments describes the files a turn attached, each opened through the
 // workspace (with its checks) when the thread uploads it.
+// handOverNote bounds how long a turn handed back at shutdown waits for its
+// note to be shown: shutdown is waiting on it.
+const handOverNote = 3 * time.Second
+
+// handedOverText is the note a turn handed back at shutdown leaves in its
+// thread.
+func handedOverText(tools int) string {
+	done := ""
+	if tools > 0 {
+		done = fmt.Sprintf(" after %d tool %s", tools, plural(tools, "call", "calls"))
+	}
+	return "⏸ Interrupted by a restart" + done + ". Your message is kept: the work starts over in a moment, nothing to send again."
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 func attachments(ws *tools.Workspace, paths []string) []Attachment {
 	var out []Attachment
 	seen := map[string]bool{}

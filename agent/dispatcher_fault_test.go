@@ -182,7 +182,8 @@ func TestStopQueuedSession(t *testing.T) {
 }
 
 // A turn still running when the grace ends is handed back, not answered:
-// its message stays for the next holder, and nobody is asked to resend.
+// its message stays for the next holder, the thread says so, and nobody is
+// asked to resend.
 func TestShutdownHandsOverAfterGraceAndRefusesNewMessages(t *testing.T) {
 	st := openStore(t)
 	m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
@@ -193,9 +194,12 @@ func TestShutdownHandsOverAfterGraceAndRefusesNewMessages(t *testing.T) {
 	h.submit(t, inbound(keyA, "m1", "long job"))
 	waitFor(t, func() bool { return m.inFlight.Load() == 1 })
 	h.stop()
-	answers, failures, _ := h.p.final(keyA)
+	answers, failures, notices := h.p.final(keyA)
 	if len(answers)+len(failures) != 0 {
-		t.Fatalf("answers %q failures %q; want the turn handed back silently", answers, failures)
+		t.Fatalf("answers %q failures %q; want the turn handed back, not answered", answers, failures)
+	}
+	if len(notices) != 1 || !strings.Contains(notices[0], "Interrupted by a restart") || !strings.Contains(notices[0], "nothing to send again") {
+		t.Fatalf("notices %q; want one saying the turn was handed back", notices)
 	}
 	if err := h.d.Submit(t.Context(), inbound(keyA, "m2", "late")); !errors.Is(err, agent.ErrShutdown) {
 		t.Fatalf("Submit after shutdown: %v", err)
