@@ -21,6 +21,7 @@ import (
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/internal/redact"
 )
 
 // Config configures the adapter. BotToken is required, and AppToken
@@ -87,7 +88,7 @@ func New(ctx context.Context, cfg Config) (*Adapter, error) {
 	api := slack.New(cfg.BotToken, opts...)
 	auth, err := api.AuthTestContext(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("slack auth.test: %w (check SLACK_BOT_TOKEN and SLACK_API_URL)", err)
+		return nil, fmt.Errorf("slack auth.test: %w (check SLACK_BOT_TOKEN and SLACK_API_URL)", redact.Error(err))
 	}
 	me := identity{TeamID: auth.TeamID, BotUserID: auth.UserID, BotID: auth.BotID}
 	log.Info("slack connected", "team", auth.Team, "bot_user", auth.UserID)
@@ -164,6 +165,7 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 			f(fctx)
 		})
 	}
+	busy := make(chan struct{}, eventWorkers)
 	for {
 		select {
 		case <-ctx.Done():
@@ -174,10 +176,29 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 			}
 			return fmt.Errorf("slack socket mode: %w", err)
 		case evt := <-sm.Events:
-			a.onSocketEvent(ctx, sm, d, evt, after)
+			if evt.Type != socketmode.EventTypeEventsAPI {
+				a.onSocketEvent(ctx, sm, d, evt, after)
+				continue
+			}
+			// Messages are recorded eventWorkers at a time: one at a time,
+			// a burst is acked too late and Slack sends it all again. The
+			// order within a session does not depend on it (the mailbox
+			// keeps the platform's), and a full set holds the loop back.
+			select {
+			case busy <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			}
+			wg.Go(func() {
+				defer func() { <-busy }()
+				a.onSocketEvent(ctx, sm, d, evt, after)
+			})
 		}
 	}
 }
+
+// eventWorkers is how many Events API envelopes are recorded at once.
+const eventWorkers = 32
 
 // followUpTimeout bounds the Web API calls that follow an ack.
 const followUpTimeout = 30 * time.Second

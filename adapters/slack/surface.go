@@ -14,6 +14,7 @@ import (
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/internal/redact"
 )
 
 // Slack's limits for what we post.
@@ -389,11 +390,13 @@ func (st *stream) safeChunk(piece string) string {
 }
 
 // wrapError turns Slack's answers into what the renderer acts on: a 429
-// says how long to wait, a message that cannot be edited is gone.
+// says how long to wait, a message that cannot be edited is gone. A URL
+// the error quotes is redacted: the API URL may hold credentials.
 func wrapError(err error) error {
 	if err == nil {
 		return nil
 	}
+	err = redact.Error(err)
 	var rl *slack.RateLimitedError
 	if errors.As(err, &rl) {
 		return &adapters.RateLimitedError{After: rl.RetryAfter, Err: err}

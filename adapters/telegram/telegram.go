@@ -17,6 +17,7 @@ import (
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/internal/redact"
 )
 
 // Config configures the adapter. Token is required.
@@ -191,8 +192,9 @@ func (a *Adapter) call(ctx context.Context, method string, params tgbotapi.Param
 }
 
 // scrub keeps the bot token out of an error (a URL error quotes the URL,
-// which holds the token).
+// which holds the token), and any credentials the API URL holds.
 func (a *Adapter) scrub(err error) error {
+	err = redact.Error(err)
 	if err == nil || !strings.Contains(err.Error(), a.cfg.Token) {
 		return err
 	}
@@ -252,7 +254,7 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 		if err != nil {
 			return fmt.Errorf("telegram setWebhook: %w", err)
 		}
-		a.log.Info("telegram webhook set", "url", a.cfg.WebhookURL)
+		a.log.Info("telegram webhook set", "url", redact.URL(a.cfg.WebhookURL))
 		a.receiving.Store(true)
 		<-ctx.Done()
 		return nil

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/firstmate/firstmate/internal/redact"
 )
 
 // ToolProtocol is how tools are offered to the model and how it calls them.
@@ -25,8 +27,12 @@ const (
 	DefaultBaseURL      = "https://api.openai.com/v1"
 	DefaultMaxRetries   = 4
 	DefaultTimeout      = 3 * time.Minute
-	DefaultRetryBase    = time.Second
-	DefaultMaxRetryWait = time.Minute
+	DefaultStallTimeout = time.Minute
+	// DefaultMaxResponseBytes is far above any real reply (a 128k-token
+	// answer is about 512 KiB) and far below what hurts the process.
+	DefaultMaxResponseBytes = 1 << 20
+	DefaultRetryBase        = time.Second
+	DefaultMaxRetryWait     = time.Minute
 	// maxBackoff caps one exponential backoff wait.
 	maxBackoff = 30 * time.Second
 )
@@ -47,10 +53,15 @@ type Config struct {
 	// MaxRetries is how many times a failed call is retried: 0 means
 	// DefaultMaxRetries, a negative value means never.
 	MaxRetries int
-	// Timeout bounds how long one attempt may wait for the server to start
-	// answering, and then for each next piece of the stream; a long answer
-	// that keeps streaming is never cut. 0 means DefaultTimeout.
+	// Timeout bounds how long one attempt may wait for the model's output
+	// to begin: for the response, and then between the pieces that carry
+	// no output yet (a role, a content-filter note), as a model may think
+	// for minutes first. 0 means DefaultTimeout.
 	Timeout time.Duration
+	// StallTimeout bounds the pause between two pieces of the stream once
+	// the output has begun (text, reasoning or a tool call); a long answer
+	// that keeps streaming is never cut. 0 means DefaultStallTimeout.
+	StallTimeout time.Duration
 	// RetryBase is the first backoff step; each retry doubles it (capped
 	// at 30s) and waits a random time up to it. 0 means DefaultRetryBase.
 	RetryBase time.Duration
@@ -67,6 +78,14 @@ type Config struct {
 	Temperature *float64
 	// MaxTokens, if positive, caps the length of a reply.
 	MaxTokens int
+	// MaxResponseBytes caps one reply: its text and all its tool calls
+	// (names and arguments) together, counted as they arrive. The bytes
+	// around it are bounded by multiples of it: the stream as a whole at
+	// 64 times (its JSON framing outweighs the text it carries), one event
+	// of the stream, and the bytes outside events, at 4 times; a body that
+	// is not a stream (the model list) at 4 times. 0 means
+	// DefaultMaxResponseBytes. See limit.go.
+	MaxResponseBytes int
 }
 
 // ConfigError is a [Config] that [New] refused.
@@ -85,16 +104,18 @@ func (c Config) withDefaults() (Config, error) {
 		c.BaseURL = DefaultBaseURL
 	}
 	c.BaseURL = strings.TrimRight(strings.TrimSpace(c.BaseURL), "/")
+	// The messages show the URL redacted: it may hold a password or a key
+	// (and url.Parse's error quotes it whole).
 	u, err := url.Parse(c.BaseURL)
-	switch {
+	switch shown := redact.URL(c.BaseURL); {
 	case err != nil:
-		return c, &ConfigError{"BaseURL", fmt.Sprintf("%q is not a URL: %v", c.BaseURL, err)}
+		return c, &ConfigError{"BaseURL", fmt.Sprintf("%q is not a valid URL; write it like https://host/v1", shown)}
 	case u.Scheme != "http" && u.Scheme != "https":
-		return c, &ConfigError{"BaseURL", fmt.Sprintf("%q must start with http:// or https:// (e.g. http://localhost:11434/v1)", c.BaseURL)}
+		return c, &ConfigError{"BaseURL", fmt.Sprintf("%q must start with http:// or https:// (e.g. http://localhost:11434/v1)", shown)}
 	case u.Host == "":
-		return c, &ConfigError{"BaseURL", fmt.Sprintf("%q has no host", c.BaseURL)}
+		return c, &ConfigError{"BaseURL", fmt.Sprintf("%q has no host", shown)}
 	case u.RawQuery != "" || u.Fragment != "":
-		return c, &ConfigError{"BaseURL", fmt.Sprintf("%q must not have a query or fragment", c.BaseURL)}
+		return c, &ConfigError{"BaseURL", fmt.Sprintf("%q must not have a query or fragment", shown)}
 	}
 	if u.Hostname() == "api.openai.com" && c.APIKey == "" {
 		return c, &ConfigError{"APIKey", "is required for api.openai.com"}
@@ -121,6 +142,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	switch {
+	case c.StallTimeout < 0:
+		return c, &ConfigError{"StallTimeout", "must not be negative"}
+	case c.StallTimeout == 0:
+		c.StallTimeout = DefaultStallTimeout
+	}
+	switch {
+	case c.MaxResponseBytes < 0:
+		return c, &ConfigError{"MaxResponseBytes", "must not be negative"}
+	case c.MaxResponseBytes == 0:
+		c.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if c.RetryBase == 0 {
 		c.RetryBase = DefaultRetryBase

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	goai "github.com/sashabaranov/go-openai"
@@ -48,7 +49,7 @@ func New(cfg Config) (*Model, error) {
 	}
 	cc := goai.DefaultConfig(cfg.APIKey)
 	cc.BaseURL = cfg.BaseURL
-	cc.HTTPClient = recordingDoer{next: hc}
+	cc.HTTPClient = recordingDoer{next: hc, maxResponse: cfg.MaxResponseBytes}
 	return &Model{cfg: cfg, client: goai.NewClientWithConfig(cc), sleep: sleepCtx}, nil
 }
 
@@ -95,7 +96,7 @@ func (m *Model) ListModels(ctx context.Context) ([]string, error) {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		return nil, m.modelError(rec, 1, describe(err, rec, m.cfg.Timeout))
+		return nil, m.modelError(rec, 1, describe(cause(actx, rec, err), rec, m.cfg.Timeout))
 	}
 	ids := make([]string, 0, len(list.Models))
 	for _, mod := range list.Models {
@@ -176,14 +177,26 @@ func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, re
 	rec := &record{}
 	actx, cancel := context.WithCancelCause(withRecord(ctx, rec))
 	defer cancel(nil)
-	idle := time.AfterFunc(m.cfg.Timeout, func() { cancel(errIdle) })
+	// One timer watches the whole attempt: Config.Timeout until the output
+	// begins, then Config.StallTimeout between pieces. Each piece resets it;
+	// when it fires it cancels the request, which ends a blocked Recv. It
+	// starts no goroutine unless it fires, and is stopped on every return.
+	var begun atomic.Bool // the model's output has begun
+	stalled := &stallError{after: m.cfg.StallTimeout}
+	idle := time.AfterFunc(m.cfg.Timeout, func() {
+		if begun.Load() {
+			cancel(stalled)
+		} else {
+			cancel(errIdle)
+		}
+	})
 	defer idle.Stop()
 
 	stream, err := m.client.CreateChatCompletionStream(actx, creq)
 	if err != nil {
-		return nil, &attemptError{rec: rec, err: describe(causeOf(actx, err), rec, m.cfg.Timeout)}
+		return nil, &attemptError{rec: rec, err: describe(cause(actx, rec, err), rec, m.cfg.Timeout)}
 	}
-	defer stream.Close()
+	defer stream.Close() // also what cuts a stream that passed a limit
 
 	text := m.cfg.ToolProtocol == ToolsText
 	var (
@@ -192,6 +205,7 @@ func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, re
 		usage   agent.Usage
 		finish  goai.FinishReason
 		chunks  int
+		size    int // bytes of the reply so far, against MaxResponseBytes
 		filter  = proseFilter{emit: emit}
 	)
 	for {
@@ -200,9 +214,8 @@ func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, re
 			break // [DONE], or a server that just closes the stream
 		}
 		if err != nil {
-			return nil, &attemptError{rec: rec, err: describe(causeOf(actx, err), rec, m.cfg.Timeout)}
+			return nil, &attemptError{rec: rec, err: describe(cause(actx, rec, err), rec, m.cfg.Timeout)}
 		}
-		idle.Reset(m.cfg.Timeout)
 		chunks++
 		if u := chunk.Usage; u != nil {
 			usage = agent.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
@@ -215,7 +228,13 @@ func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, re
 			if d == "" {
 				d = ch.Delta.Refusal
 			}
+			if d != "" || ch.Delta.ReasoningContent != "" || len(ch.Delta.ToolCalls) > 0 {
+				begun.Store(true)
+			}
 			if d != "" {
+				if size += len(d); size > m.cfg.MaxResponseBytes {
+					return nil, &attemptError{rec: rec, err: replyTooLarge(m.cfg.MaxResponseBytes, nil, false, 0)}
+				}
 				content.WriteString(d)
 				if text {
 					filter.write(d)
@@ -224,11 +243,23 @@ func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, re
 				}
 			}
 			for _, tc := range ch.Delta.ToolCalls {
-				calls.add(tc)
+				c, added := calls.add(tc)
+				size += len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments)
+				if added {
+					size += callOverhead
+				}
+				if size > m.cfg.MaxResponseBytes {
+					return nil, &attemptError{rec: rec, err: replyTooLarge(m.cfg.MaxResponseBytes, c, added, len(calls.calls))}
+				}
 			}
 			if ch.FinishReason != "" {
 				finish = ch.FinishReason
 			}
+		}
+		if begun.Load() {
+			idle.Reset(m.cfg.StallTimeout)
+		} else {
+			idle.Reset(m.cfg.Timeout)
 		}
 	}
 	if chunks == 0 {
@@ -250,11 +281,15 @@ func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, re
 	return &agent.Response{Message: msg, Usage: usage}, nil
 }
 
-// causeOf replaces the context error of an attempt that timed out with
-// the reason, so the message says "timed out" rather than "canceled".
-func causeOf(actx context.Context, err error) error {
-	if errors.Is(context.Cause(actx), errIdle) {
-		return errIdle
+// cause is what ended an attempt: a limit its body passed (go-openai may
+// report another error in its place), the timer that fired (the context
+// error says only "canceled"), or err itself.
+func cause(actx context.Context, rec *record, err error) error {
+	if rec.tooLarge != nil {
+		return rec.tooLarge
+	}
+	if c := context.Cause(actx); errors.Is(c, errIdle) || errors.Is(c, ErrStalled) {
+		return c
 	}
 	return err
 }

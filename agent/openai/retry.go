@@ -14,6 +14,7 @@ import (
 	goai "github.com/sashabaranov/go-openai"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/internal/redact"
 )
 
 // record is what the HTTP layer saw during one attempt. go-openai keeps the
@@ -25,6 +26,7 @@ type record struct {
 	status        int
 	retryAfter    time.Duration
 	hasRetryAfter bool
+	tooLarge      error // the limit the body passed, if it did
 }
 
 type recordKey struct{}
@@ -33,16 +35,29 @@ func withRecord(ctx context.Context, rec *record) context.Context {
 	return context.WithValue(ctx, recordKey{}, rec)
 }
 
-type recordingDoer struct{ next *http.Client }
+// recordingDoer fills in the attempt's record, and puts every body
+// go-openai reads under the limits for a reply of maxResponse bytes (see
+// limit.go).
+type recordingDoer struct {
+	next        *http.Client
+	maxResponse int
+}
 
 func (d recordingDoer) Do(req *http.Request) (*http.Response, error) {
 	resp, err := d.next.Do(req)
-	if rec, ok := req.Context().Value(recordKey{}).(*record); ok {
+	// net/http quotes the URL in its errors, and the base URL (or a
+	// redirect's target) may hold a password or a key: the error is logged.
+	err = redact.Error(err)
+	rec, _ := req.Context().Value(recordKey{}).(*record)
+	if rec != nil {
 		rec.called = true
 		if resp != nil {
 			rec.status = resp.StatusCode
 			rec.retryAfter, rec.hasRetryAfter = parseRetryAfter(resp.Header, time.Now())
 		}
+	}
+	if resp != nil && resp.Body != nil {
+		resp.Body = limitBody(req, resp, d.maxResponse, rec)
 	}
 	return resp, err
 }
@@ -152,9 +167,17 @@ func statusOf(rec *record, err error) int {
 // retryable says whether another attempt may succeed: rate limits, server
 // errors, timeouts and network failures may pass; a request the server
 // rejected (400, 401, 404 …) will be rejected again.
+//
+// A response that passed its size limit is not retried either: it comes
+// from a server or a model caught in a loop on this request, which another
+// attempt would most likely repeat, at the cost of the whole limit (paid
+// tokens, and time) each time. A stall is retried like a timeout.
 func retryable(rec *record, err error) bool {
 	if !rec.called {
 		return false // go-openai refused the request before sending it
+	}
+	if errors.Is(err, ErrTooLarge) {
+		return false
 	}
 	switch s := statusOf(rec, err); {
 	case s == http.StatusRequestTimeout, s == http.StatusConflict, s == http.StatusTooManyRequests, s >= 500:

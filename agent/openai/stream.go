@@ -31,15 +31,18 @@ type partialCall struct {
 	args  strings.Builder
 }
 
-func (a *callAccumulator) add(tc goai.ToolCall) {
+// add adds a delta and returns the call it belongs to, and whether that
+// call is new.
+func (a *callAccumulator) add(tc goai.ToolCall) (c *partialCall, added bool) {
 	idx := -1
 	if tc.Index != nil {
 		idx = *tc.Index
 	}
-	c := a.find(idx, tc.ID, tc.Function.Name)
+	c = a.find(idx, tc.ID, tc.Function.Name)
 	if c == nil {
 		c = &partialCall{index: idx}
 		a.calls = append(a.calls, c)
+		added = true
 	}
 	if c.id == "" {
 		c.id = tc.ID
@@ -50,6 +53,7 @@ func (a *callAccumulator) add(tc goai.ToolCall) {
 		c.name += n
 	}
 	c.args.WriteString(tc.Function.Arguments)
+	return c, added
 }
 
 func (a *callAccumulator) find(idx int, id, name string) *partialCall {

@@ -33,6 +33,8 @@ func TestConfig(t *testing.T) {
 		{"negative timeout", Config{BaseURL: "http://x/v1", Model: "m", Timeout: -time.Second}, "Timeout, RetryBase and MaxRetryWait"},
 		{"negative temperature", Config{BaseURL: "http://x/v1", Model: "m", Temperature: &neg}, "Temperature"},
 		{"negative max tokens", Config{BaseURL: "http://x/v1", Model: "m", MaxTokens: -1}, "MaxTokens"},
+		{"negative stall timeout", Config{BaseURL: "http://x/v1", Model: "m", StallTimeout: -time.Second}, "StallTimeout"},
+		{"negative response limit", Config{BaseURL: "http://x/v1", Model: "m", MaxResponseBytes: -1}, "MaxResponseBytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,7 +43,8 @@ func TestConfig(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if m.cfg.ToolProtocol == "" || m.cfg.Timeout == 0 || m.cfg.MaxRetries != DefaultMaxRetries || strings.HasSuffix(m.cfg.BaseURL, "/") {
+				if m.cfg.ToolProtocol == "" || m.cfg.Timeout == 0 || m.cfg.MaxRetries != DefaultMaxRetries || strings.HasSuffix(m.cfg.BaseURL, "/") ||
+					m.cfg.StallTimeout != DefaultStallTimeout || m.cfg.MaxResponseBytes != DefaultMaxResponseBytes {
 					t.Errorf("defaults not applied: %+v", m.cfg)
 				}
 				return
@@ -120,6 +123,8 @@ func TestRetryable(t *testing.T) {
 		{record{called: true, status: 409}, &goai.APIError{HTTPStatusCode: 409}, true},
 		{record{called: true}, errors.New("connection reset"), true},
 		{record{called: true, status: 200}, errIdle, true},
+		{record{called: true, status: 200}, &stallError{after: time.Second}, true},
+		{record{called: true, status: 200}, &limitError{limit: 1 << 20}, false},
 	}
 	for _, tt := range tests {
 		if got := retryable(&tt.rec, tt.err); got != tt.want {

@@ -119,12 +119,20 @@ type LLM struct {
 	// "text" ([TOOL] blocks in plain text) for models or servers without them.
 	ToolProtocol ToolProtocol  `yaml:"tool_protocol" json:"tool_protocol"`
 	MaxRetries   int           `yaml:"max_retries" json:"max_retries"` // retries after a failed call; 0 = none
-	Timeout      time.Duration `yaml:"timeout" json:"timeout"`         // one model call, streaming included
+	Timeout      time.Duration `yaml:"timeout" json:"timeout"`         // the wait for the model's output to begin
 	Temperature  *float64      `yaml:"temperature" json:"temperature"` // nil: the server's default
 	MaxTokens    int           `yaml:"max_tokens" json:"max_tokens"`   // per answer; 0: the server's default
 	// ContextTokens is the token budget for the history sent to the model;
 	// older turns are dropped to fit. 0: no budget, only Agent.HistoryTurns.
 	ContextTokens int `yaml:"context_tokens" json:"context_tokens"`
+	// StallTimeout is the longest pause in a streamed answer once the
+	// model's output has begun (Timeout covers the wait before it).
+	StallTimeout time.Duration `yaml:"stall_timeout" json:"stall_timeout"`
+	// MaxResponseKB caps one answer, in KiB: its text and all its tool
+	// calls' arguments share the one cap. The stream that carries them may
+	// be up to 64 times as large (JSON framing). A call that passes it fails
+	// at once and is not retried.
+	MaxResponseKB int `yaml:"max_response_kb" json:"max_response_kb"`
 }
 
 // ToolProtocol is how tool calls are exchanged with the model.
@@ -198,6 +206,7 @@ type Shell struct {
 	MaxTimeout time.Duration `yaml:"max_timeout" json:"max_timeout"` // the most a call may ask for (at most 30m)
 	OutputKB   int           `yaml:"output_kb" json:"output_kb"`     // output kept for the model
 	QuotaMB    int           `yaml:"quota_mb" json:"quota_mb"`       // what a channel's workspace may hold
+	QuotaFiles int           `yaml:"quota_files" json:"quota_files"` // how many files (entries) it may hold
 	TmpMB      int           `yaml:"tmp_mb" json:"tmp_mb"`           // the size of a command's /tmp
 	FileMB     int           `yaml:"file_mb" json:"file_mb"`         // the largest file a command may write
 	Processes  int           `yaml:"processes" json:"processes"`     // processes and threads per command
@@ -327,10 +336,12 @@ const (
 func Default() *Config {
 	return &Config{
 		LLM: LLM{
-			BaseURL:      DefaultBaseURL,
-			ToolProtocol: ProtocolNative,
-			MaxRetries:   3,
-			Timeout:      5 * time.Minute,
+			BaseURL:       DefaultBaseURL,
+			ToolProtocol:  ProtocolNative,
+			MaxRetries:    3,
+			Timeout:       5 * time.Minute,
+			StallTimeout:  time.Minute,
+			MaxResponseKB: 1024,
 		},
 		Agent: Agent{
 			MaxSteps:     20,
@@ -345,7 +356,7 @@ func Default() *Config {
 		Tools:   Tools{Default: agent.ToolAllow},
 		Sandbox: "auto",
 		Shell: Shell{
-			Timeout: time.Minute, MaxTimeout: 10 * time.Minute, OutputKB: 64, QuotaMB: 1024,
+			Timeout: time.Minute, MaxTimeout: 10 * time.Minute, OutputKB: 64, QuotaMB: 1024, QuotaFiles: 100_000,
 			TmpMB: 256, FileMB: 1024, Processes: 256, OpenFiles: 1024, MemoryMB: 1024,
 			Jobs: Jobs{PerChannel: 3, Lifetime: time.Hour},
 		},

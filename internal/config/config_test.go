@@ -78,10 +78,12 @@ func TestDefaults(t *testing.T) {
 	c := mustLoad(t, "", env{}.withHome())
 	want := &Config{
 		LLM: LLM{
-			BaseURL:      "https://api.openai.com/v1",
-			ToolProtocol: ProtocolNative,
-			MaxRetries:   3,
-			Timeout:      5 * time.Minute,
+			BaseURL:       "https://api.openai.com/v1",
+			ToolProtocol:  ProtocolNative,
+			MaxRetries:    3,
+			Timeout:       5 * time.Minute,
+			StallTimeout:  time.Minute,
+			MaxResponseKB: 1024,
 		},
 		Agent:   Agent{MaxSteps: 20, TurnTimeout: 10 * time.Minute, Workers: 8, HistoryTurns: 200, Progress: "full"},
 		Store:   Store{RedisPrefix: "fm", DataDir: "/home/mate/.local/share/firstmate"},
@@ -89,7 +91,7 @@ func TestDefaults(t *testing.T) {
 		Log:     Log{Level: "info", Format: "text"},
 		Tools:   Tools{Default: agent.ToolAllow},
 		Sandbox: "auto",
-		Shell: Shell{Timeout: time.Minute, MaxTimeout: 10 * time.Minute, OutputKB: 64, QuotaMB: 1024, TmpMB: 256,
+		Shell: Shell{Timeout: time.Minute, MaxTimeout: 10 * time.Minute, OutputKB: 64, QuotaMB: 1024, QuotaFiles: 100_000, TmpMB: 256,
 			FileMB: 1024, Processes: 256, OpenFiles: 1024, MemoryMB: 1024, Jobs: Jobs{PerChannel: 3, Lifetime: time.Hour}},
 		Web: Web{
 			Fetch:  Fetch{AllowNetworks: []string{}, Ports: []int{}, Timeout: 30 * time.Second, MaxBodyMB: 5},
@@ -184,6 +186,8 @@ llm:
   temperature: 0.2
   max_tokens: 4096
   context_tokens: 32000
+  stall_timeout: 30s
+  max_response_kb: 2048
 agent:
   system_prompt: |
     You are a careful first mate.
@@ -249,6 +253,8 @@ func TestValidFile(t *testing.T) {
 			Temperature:   &temp,
 			MaxTokens:     4096,
 			ContextTokens: 32000,
+			StallTimeout:  30 * time.Second,
+			MaxResponseKB: 2048,
 		},
 		Agent: Agent{
 			SystemPrompt: "You are a careful first mate.\n",
@@ -459,6 +465,10 @@ func TestFileProblems(t *testing.T) {
 			key: "llm.max_tokens", line: 2, msg: "use 0 or more"},
 		{name: "negative context tokens", file: "llm:\n  context_tokens: -1\n",
 			key: "llm.context_tokens", line: 2, msg: "use 0 or more"},
+		{name: "zero stall timeout", file: "llm:\n  stall_timeout: 0s\n",
+			key: "llm.stall_timeout", line: 2, msg: "is too short; use 1s to 1h"},
+		{name: "tiny response limit", file: "llm:\n  max_response_kb: 1\n",
+			key: "llm.max_response_kb", line: 2, msg: "1 is out of range; use 16 to 1048576"},
 		{name: "temperature range", file: "llm:\n  temperature: 3\n",
 			key: "llm.temperature", line: 2, msg: "use 0 to 2"},
 		{name: "temperature not a number", file: "llm:\n  temperature: warm\n",

@@ -10,18 +10,21 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/firstmate/firstmate/internal/redact"
 	"github.com/firstmate/firstmate/store/redis/redisurl"
 )
 
 // Redacted returns the effective configuration as YAML, for doctor: the
 // same keys as the config file, secrets shown as "[redacted]" when set and
-// "" when not, the Redis URL with only its password masked, and a comment
-// on each value that came from the environment.
+// "" when not, the Redis URL with only its password masked, every other
+// URL with its credentials masked (see redactURLs), and a comment on each
+// value that came from the environment.
 func (c *Config) Redacted() string {
 	var root yaml.Node
 	if err := root.Encode(c); err != nil {
 		return fmt.Sprintf("# cannot show the configuration: %v\n", err)
 	}
+	redactURLs(&root)
 	if v := lookupNode(&root, "store", "redis_url"); v != nil && c.Store.RedisURL != "" {
 		v.Value = redactURL(c.Store.RedisURL.Reveal())
 		v.Style = 0 // the encoder quoted "[redacted]"; let it decide anew
@@ -53,13 +56,57 @@ func (c *Config) Redacted() string {
 }
 
 // redactURL masks a Redis URL's passwords (the user info's and
-// sentinel_password's); it masks the whole URL if it cannot be split into
-// its parts, since then a password cannot be told apart.
+// sentinel_password's), and the other secret-looking options (a ?token=,
+// which the Redis store refuses but doctor still shows); it masks the
+// whole URL if it cannot be split into its parts, since then a password
+// cannot be told apart. (redact.URL alone would mask a URL that lists
+// several hosts whole: url.Parse does not take them.)
 func redactURL(s string) string {
-	if r := redisurl.Redact(s); r != "" {
-		return r
+	r := redisurl.Redact(s)
+	if r == "" {
+		return redactedText
 	}
-	return redactedText
+	if base, query, ok := strings.Cut(r, "?"); ok {
+		r = base + "?" + redact.Query(query)
+	}
+	return r
+}
+
+// redactURLs masks the credentials (see redact.URL) in every URL of the
+// tree: the value of each key that ends in "url" (llm.base_url,
+// web.search.url, slack.api_url, telegram.webhook_url, …) and each item
+// of a list under a key that ends in "urls", in whatever section, so that
+// a URL setting added later is covered without being listed here.
+func redactURLs(n *yaml.Node) {
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			redactURLs(c)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			name, v := strings.ToLower(n.Content[i].Value), n.Content[i+1]
+			switch {
+			case strings.HasSuffix(name, "url") && v.Kind == yaml.ScalarNode:
+				redactScalar(v)
+			case strings.HasSuffix(name, "urls") && v.Kind == yaml.SequenceNode:
+				for _, item := range v.Content {
+					if item.Kind == yaml.ScalarNode {
+						redactScalar(item)
+					}
+				}
+			default:
+				redactURLs(v)
+			}
+		}
+	}
+}
+
+func redactScalar(v *yaml.Node) {
+	if r := redact.URL(v.Value); r != v.Value {
+		v.Value = r
+		v.Style = 0 // let the encoder quote it anew
+	}
 }
 
 // lookupNode returns the value node at the keys in a mapping tree.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/internal/redact"
 	"github.com/firstmate/firstmate/store/redis/redisurl"
 )
 
@@ -72,13 +73,17 @@ func (v *validator) llm() {
 		if u, msg := checkHTTPURL(l.BaseURL, true); msg != "" {
 			v.add("llm.base_url", "%s", msg)
 		} else if u.User != nil {
-			v.add("llm.base_url", "%q holds a user or password; put the key in %s instead", u.Redacted(), v.c.name("llm.api_key"))
+			v.add("llm.base_url", "%q holds a user or password; put the key in %s instead", redact.URL(l.BaseURL), v.c.name("llm.api_key"))
 		}
 	}
 	v.oneOf("llm.tool_protocol", string(l.ToolProtocol), string(ProtocolNative), string(ProtocolText))
 	v.atLeast("llm.max_retries", l.MaxRetries, 0)
 	if l.Timeout <= 0 {
 		v.add("llm.timeout", "%v must be positive, such as 5m", l.Timeout)
+	}
+	v.within("llm.stall_timeout", l.StallTimeout, time.Second, time.Hour, "1s to 1h")
+	if l.MaxResponseKB < 16 || l.MaxResponseKB > 1<<20 {
+		v.add("llm.max_response_kb", "%d is out of range; use 16 to 1048576 (1 GiB)", l.MaxResponseKB)
 	}
 	if t := l.Temperature; t != nil && (*t < 0 || *t > 2) {
 		v.add("llm.temperature", "%v is out of range; use 0 to 2, or leave it out for the server's default", *t)
@@ -304,7 +309,7 @@ func checkHTTPURL(s string, suggestV1 bool) (*url.URL, string) {
 		if suggestV1 && !strings.HasSuffix(fix, "/v1") {
 			fix += "/v1"
 		}
-		return nil, fmt.Sprintf("%q has no scheme; use %s", s, fix)
+		return nil, fmt.Sprintf("%q has no scheme; use %s", redact.URL(s), redact.URL(fix))
 	}
 	u, err := url.Parse(s)
 	if err != nil {
@@ -312,10 +317,10 @@ func checkHTTPURL(s string, suggestV1 bool) (*url.URL, string) {
 		return nil, "is not a valid URL; write it like https://host/path"
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Sprintf("%q: the scheme must be http or https", u.Redacted())
+		return nil, fmt.Sprintf("%q: the scheme must be http or https", redact.URL(s))
 	}
 	if u.Host == "" {
-		return nil, fmt.Sprintf("%q has no host; write it like https://host/path", u.Redacted())
+		return nil, fmt.Sprintf("%q has no host; write it like https://host/path", redact.URL(s))
 	}
 	return u, ""
 }
@@ -426,7 +431,9 @@ func (c *Config) Warnings() []string {
 	}
 	if u, msg := checkHTTPURL(c.LLM.BaseURL, true); c.LLM.BaseURL != "" && msg == "" {
 		if !strings.HasSuffix(u.Path, "/v1") {
-			add("llm.base_url", "%q does not end in /v1; most OpenAI-compatible servers serve under it (%s)", u.Redacted(), strings.TrimRight(u.Redacted(), "/")+"/v1")
+			fix := *u
+			fix.Path, fix.RawPath = strings.TrimRight(u.Path, "/")+"/v1", ""
+			add("llm.base_url", "%q does not end in /v1; most OpenAI-compatible servers serve under it (%s)", redact.URL(c.LLM.BaseURL), redact.URL(fix.String()))
 		}
 		if u.Scheme == "http" && c.LLM.APIKey != "" && !isLoopback(u.Hostname()) {
 			add("llm.base_url", "plain http to %s: the API key crosses the network unencrypted; use https", u.Host)

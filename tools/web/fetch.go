@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/firstmate/firstmate/internal/redact"
 	"github.com/firstmate/firstmate/tools"
 )
 
@@ -107,7 +108,7 @@ func (f *fetcher) checkURL(u *url.URL) error {
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
 		if u.Scheme == "" {
-			return refused("%q is not a URL; give a full http:// or https:// URL", u.String())
+			return refused("%q is not a URL; give a full http:// or https:// URL", redact.URL(u.String()))
 		}
 		return refused("%s: URLs are not fetched; only http and https", u.Scheme)
 	case u.User != nil:
@@ -138,11 +139,11 @@ func (f *fetcher) checkURL(u *url.URL) error {
 
 func (f *fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > maxRedirects {
-		return fmt.Errorf("%w: stopped after %d (the last one pointed to %s)", errTooManyRedirects, maxRedirects, req.URL)
+		return fmt.Errorf("%w: stopped after %d (the last one pointed to %s)", errTooManyRedirects, maxRedirects, redact.URL(req.URL.String()))
 	}
 	err := f.checkURL(req.URL)
 	if r, ok := err.(*refusedError); ok {
-		r.subject = "the redirect to " + req.URL.String()
+		r.subject = "the redirect to " + redact.URL(req.URL.String())
 	}
 	return err
 }
@@ -150,7 +151,9 @@ func (f *fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
 func (f *fetcher) fetch(ctx context.Context, raw string) (tools.Result, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
-		return tools.Result{}, fmt.Errorf("%q is not a valid URL: %v", raw, errors.Unwrap(err))
+		// Neither the URL nor url.Parse's reason is quoted: a URL that does
+		// not parse cannot be told apart from the credentials it may hold.
+		return tools.Result{}, errors.New("that is not a valid URL; give a full http:// or https:// URL, with special characters percent-encoded")
 	}
 	if err := f.checkURL(u); err != nil {
 		return tools.Result{}, err
@@ -159,7 +162,7 @@ func (f *fetcher) fetch(ctx context.Context, raw string) (tools.Result, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return tools.Result{}, fmt.Errorf("%q is not a valid URL: %v", raw, err)
+		return tools.Result{}, fmt.Errorf("%q is not a valid URL", redact.URL(u.String()))
 	}
 	req.Header.Set("User-Agent", f.cfg.UserAgent)
 	req.Header.Set("Accept", accept)
@@ -178,7 +181,7 @@ func (f *fetcher) fetch(ctx context.Context, raw string) (tools.Result, error) {
 	where := strings.TrimSuffix(page.Host+page.EscapedPath(), "/")
 	if resp.StatusCode/100 != 2 {
 		return tools.Result{Summary: fmt.Sprintf("fetch %s · %d", where, resp.StatusCode)},
-			&StatusError{URL: page.String(), Code: resp.StatusCode, Status: status, Text: clip(c.text, statusSnippet)}
+			&StatusError{URL: redact.URL(page.String()), Code: resp.StatusCode, Status: status, Text: clip(c.text, statusSnippet)}
 	}
 	header := fmt.Sprintf("Fetched %s (%s, %s", page, status, c.mediaType)
 	if page.String() != u.String() {
@@ -255,20 +258,23 @@ func (f *fetcher) read(ctx context.Context, resp *http.Response) (content, error
 		return c, nil
 	case k == htmlKind:
 		if c.title, text, err = htmlToMarkdown(ctx, text, resp.Request.URL); err != nil {
-			return c, fmt.Errorf("the HTML of %s could not be converted: %v", resp.Request.URL, err)
+			return c, fmt.Errorf("the HTML of %s could not be converted: %v", redact.URL(resp.Request.URL.String()), err)
 		}
 	}
 	c.text = strings.Trim(text, "\r\n")
 	return c, nil
 }
 
-// explain turns a failed request into a message a model can act on.
+// explain turns a failed request into a message a model can act on. The
+// URLs it names are redacted (see redact.URL): a redirect may point at a
+// signed URL, and the message is logged and may be shown in the thread.
 func (f *fetcher) explain(ctx context.Context, u *url.URL, err error) error {
 	target := u.String()
 	if ue := (*url.Error)(nil); errors.As(err, &ue) {
 		target, err = ue.URL, ue.Err
 	}
 	redirected := target != u.String()
+	target = redact.URL(target)
 	if errors.Is(context.Cause(ctx), ErrTimeout) {
 		return fmt.Errorf("%w: %s did not answer within %s", ErrTimeout, target, f.cfg.Timeout)
 	}
@@ -287,7 +293,7 @@ func (f *fetcher) explain(ctx context.Context, u *url.URL, err error) error {
 		}
 	}
 	if errors.Is(err, errTooManyRedirects) {
-		return fmt.Errorf("%s: %w", u, err)
+		return fmt.Errorf("%s: %w", redact.URL(u.String()), err)
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
@@ -309,7 +315,8 @@ func (f *fetcher) explain(ctx context.Context, u *url.URL, err error) error {
 	return fmt.Errorf("fetching %s failed: %v", target, err)
 }
 
-func (f *fetcher) explainBody(ctx context.Context, page *url.URL, n int, err error) error {
+func (f *fetcher) explainBody(ctx context.Context, pageURL *url.URL, n int, err error) error {
+	page := redact.URL(pageURL.String())
 	if errors.Is(context.Cause(ctx), ErrTimeout) {
 		return fmt.Errorf("%w: %s did not send the whole page within %s (%s received)", ErrTimeout, page, f.cfg.Timeout, tools.FormatSize(int64(n)))
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/firstmate/firstmate/internal/redact"
 	"github.com/firstmate/firstmate/tools"
 )
 
@@ -51,7 +52,7 @@ func Search(cfg SearchConfig) (tools.Tool, error) {
 	}
 	base, err := url.Parse(cfg.URL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("web search: the engine URL %q is not an http(s) URL", cfg.URL)
+		return nil, fmt.Errorf("web search: the engine URL %q is not an http(s) URL", redact.URL(cfg.URL))
 	}
 	s := &searxng{base: base, timeout: cfg.Timeout, max: cfg.MaxResults}
 	if s.timeout <= 0 {
@@ -91,7 +92,12 @@ func (s *searxng) search(ctx context.Context, a SearchArgs) (tools.Result, error
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, ErrTimeout)
 	defer cancel()
 	u := s.base.JoinPath("search")
-	u.RawQuery = url.Values{"q": {q}, "format": {"json"}}.Encode()
+	// The engine URL's own parameters (an API key a proxy in front of
+	// the engine wants) go along.
+	params := s.base.Query()
+	params.Set("q", q)
+	params.Set("format", "json")
+	u.RawQuery = params.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return tools.Result{}, err
@@ -146,7 +152,9 @@ func (s *searxng) get(ctx context.Context, req *http.Request) ([]byte, error) {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		return nil, fmt.Errorf("the search engine could not be reached: %v", errors.Unwrap(err))
+		// Not the *url.Error itself, which quotes the engine's URL (it may
+		// hold a key); the reason alone, redacted in case it holds a URL.
+		return nil, fmt.Errorf("the search engine could not be reached: %v", redact.Error(errors.Unwrap(err)))
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
