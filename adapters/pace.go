@@ -155,12 +155,15 @@ func (s *Buckets) Get(key string) *Bucket {
 	defer s.mu.Unlock()
 	now := time.Now()
 	if len(s.m) > 1024 && now.Sub(s.swept) > time.Minute {
+		// Into a new map: a Go map keeps the room it grew to.
 		s.swept = now
+		kept := map[string]*Bucket{}
 		for k, b := range s.m {
-			if b.full(now) {
-				delete(s.m, k)
+			if !b.full(now) {
+				kept[k] = b
 			}
 		}
+		s.m = kept
 	}
 	b, ok := s.m[key]
 	if !ok {

@@ -390,6 +390,10 @@ func (d *Dispatcher) userMessage(err error) string {
 		return fmt.Sprintf("This channel has used its model budget for today (%d of %d tokens), so I stopped. It resets at midnight UTC; an admin can raise budgets.channel_tokens_per_day.", be.Used, be.Limit)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Sprintf("That took longer than my %s limit, so I stopped. Ask me to continue if you want me to go on.", d.cfg.Loop.Timeout)
+	case errors.Is(err, ErrModelTooLarge):
+		return "The model's answer grew past the size I accept, so I dropped it (the detail is in the log). Try asking for less at once."
+	case errors.Is(err, ErrModelStalled):
+		return "The model stopped sending its answer partway, so I gave up on it. Try again shortly."
 	case errors.As(err, &me) && me.RateLimited():
 		if me.RetryAfter > 0 {
 			return fmt.Sprintf("The model is rate-limited right now. Try again in %s.", me.RetryAfter.Round(time.Second))

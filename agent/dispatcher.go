@@ -454,6 +454,11 @@ func (d *Dispatcher) work(ctx context.Context) {
 				continue
 			}
 			delete(d.sessions, key)
+			if len(d.sessions) == 0 {
+				// A Go map keeps the room it grew to: after a burst of
+				// thousands of sessions, let it go.
+				d.sessions = map[SessionKey]*session{}
+			}
 			close(d.idle)
 			d.idle = make(chan struct{})
 			d.mu.Unlock()

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -565,5 +566,27 @@ func TestCommandsForAdminsOnly(t *testing.T) {
 	}
 	if !strings.Contains(help, "• policy: change what tools may do here (admins)") {
 		t.Errorf("help does not say policy is for admins: %q", help)
+	}
+}
+
+// A model reply cut for its size, or a stream that stalled, is told as
+// what it is, not as a model that could not be reached.
+func TestDispatcherModelLimitIsTold(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("passed the 1 MiB limit: %w", agent.ErrModelTooLarge), "grew past the size"},
+		{fmt.Errorf("no data for 1m: %w", agent.ErrModelStalled), "stopped sending its answer partway"},
+	} {
+		m := &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) {
+			return nil, &agent.ModelError{Attempts: 1, Err: tc.err}
+		}}
+		h := newHarness(t, m, 1)
+		h.submit(t, inbound(keyA, "m1", "hi"))
+		h.idle(t, keyA)
+		if _, failures, _ := h.p.final(keyA); len(failures) != 1 || !strings.Contains(failures[0], tc.want) {
+			t.Errorf("%v: failures = %q; want %q", tc.err, failures, tc.want)
+		}
 	}
 }

@@ -46,6 +46,15 @@ type Usage struct {
 // be reached or kept failing after retries.
 var ErrModelUnavailable = errors.New("model unavailable")
 
+var (
+	// ErrModelTooLarge is matched (errors.Is) by a model call whose
+	// response passed the size a Model allows it.
+	ErrModelTooLarge = errors.New("the model's response is too large")
+	// ErrModelStalled is matched by a model call whose stream paused for
+	// longer than a Model allows once its output had begun.
+	ErrModelStalled = errors.New("the model's stream stalled")
+)
+
 // ModelError is a model call that failed after its retries. It carries what
 // a person should be told apart from the detail that is logged.
 type ModelError struct {

@@ -2,12 +2,13 @@ package openai
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/firstmate/firstmate/agent"
 )
 
 // Limits on what the server sends. A misbehaving server once streamed one
@@ -43,10 +44,10 @@ var (
 	// stream or body passed its limit (see [Config.MaxResponseBytes]). It is
 	// not retried: the same request would most likely do it again, at the
 	// cost of the whole limit each time.
-	ErrTooLarge = errors.New("the model's response is too large")
+	ErrTooLarge = agent.ErrModelTooLarge
 	// ErrStalled is matched by the error of a call whose stream paused for
 	// longer than [Config.StallTimeout] after its output had begun.
-	ErrStalled = errors.New("the model's stream stalled")
+	ErrStalled = agent.ErrModelStalled
 )
 
 // limitError is a response that passed a limit.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,7 @@ import (
 // Labels are bounded: platforms, outcomes, tool names the tool set knows
 // and API method names, never a session, chat or user.
 type metrics struct {
+	done  atomic.Int64 // turns done, for trimAfterBusy
 	reg   *prometheus.Registry
 	tools map[string]bool // the tool label's values; any other name is "other"
 
@@ -120,6 +122,7 @@ func (m *metrics) handler(log *slog.Logger) http.Handler {
 }
 
 func (m *metrics) TurnDone(platform, outcome string, took time.Duration) {
+	m.done.Add(1)
 	m.turns.WithLabelValues(platform, outcome).Inc()
 	m.turnSeconds.WithLabelValues(platform, outcome).Observe(took.Seconds())
 }
@@ -146,6 +149,10 @@ func modelErrorReason(err error) string {
 		return "canceled"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
+	case errors.Is(err, agent.ErrModelTooLarge):
+		return "too_large"
+	case errors.Is(err, agent.ErrModelStalled):
+		return "stalled"
 	}
 	var me *agent.ModelError
 	if !errors.As(err, &me) {
@@ -188,10 +195,15 @@ func (m *metrics) client(platform string, method func(*url.URL) string, timeout 
 
 // pooledTransport keeps enough idle connections to one API host for the
 // turns that run at once: the default two make busy turns dial (and, over
-// TLS, handshake) for most requests.
+// TLS, handshake) for most requests. It opens no more than that many to one
+// host (over HTTP/1.1, as to a local Bot API server, a burst of answers
+// would otherwise open hundreds), and closes those idle for 30 s, so a
+// burst leaves none behind.
 func pooledTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64
+	t.MaxConnsPerHost = 64
+	t.IdleConnTimeout = 30 * time.Second
 	return t
 }
 

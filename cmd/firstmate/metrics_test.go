@@ -215,6 +215,8 @@ func TestModelErrorReason(t *testing.T) {
 		{&agent.ModelError{Err: errors.New("connection refused")}, "network"},
 		{fmt.Errorf("turn: %w", &agent.ModelError{Err: context.DeadlineExceeded}), "timeout"},
 		{context.Canceled, "canceled"},
+		{&agent.ModelError{Attempts: 1, Err: fmt.Errorf("passed the limit: %w", agent.ErrModelTooLarge)}, "too_large"},
+		{&agent.ModelError{Attempts: 2, Err: fmt.Errorf("no data for 1m: %w", agent.ErrModelStalled)}, "stalled"},
 		{&agent.BudgetError{Used: 10, Limit: 5}, "other"},
 	} {
 		if got := modelErrorReason(tc.err); got != tc.want {

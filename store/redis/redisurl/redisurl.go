@@ -43,6 +43,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -393,6 +394,7 @@ func Parse(raw string) (*URL, error) {
 			return nil, optionError(err)
 		}
 		o.Username, o.Password, o.TLSConfig = u.username, u.password, tlsConf
+		lean(q, &o.ReadBufferSize, &o.WriteBufferSize, &o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ConnMaxIdleTime)
 		u.node = o
 	case Cluster:
 		o, err := goredis.ParseClusterURL(base)
@@ -401,6 +403,7 @@ func Parse(raw string) (*URL, error) {
 		}
 		o.Addrs = slices.Clone(u.Addrs)
 		o.Username, o.Password, o.TLSConfig = u.username, u.password, tlsConf
+		lean(q, &o.ReadBufferSize, &o.WriteBufferSize, &o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ConnMaxIdleTime)
 		u.cluster = o
 	case Sentinel:
 		o, err := goredis.ParseFailoverURL(base)
@@ -412,9 +415,30 @@ func Parse(raw string) (*URL, error) {
 		o.Username, o.Password = u.username, u.password
 		o.SentinelUsername, o.SentinelPassword = u.sentinelUsername, u.sentinelPassword
 		o.TLSConfig = tlsConf
+		lean(q, &o.ReadBufferSize, &o.WriteBufferSize, &o.PipelineReadBufferSize, &o.PipelineWriteBufferSize, &o.ConnMaxIdleTime)
 		u.failover = o
 	}
 	return u, nil
+}
+
+// lean sizes a client for firstmate's traffic, where the URL does not say
+// otherwise: small commands and replies (a history is the largest, tens of
+// kilobytes, read in a few fills), so 8 KiB buffers rather than go-redis's
+// 32 KiB, and 16 KiB for pipelines rather than 128 KiB; and connections
+// idle for a minute are closed, rather than after 30, so that a burst
+// leaves no pool behind. Each connection then holds 16 KiB instead of 64
+// (160 on the pipeline pool).
+func lean(q url.Values, read, write, pipeRead, pipeWrite *int, idle *time.Duration) {
+	if !q.Has("pipeline_read_buffer_size") {
+		*pipeRead = 16 << 10
+	}
+	if !q.Has("pipeline_write_buffer_size") {
+		*pipeWrite = 16 << 10
+	}
+	*read, *write = 8<<10, 8<<10
+	if !q.Has("conn_max_idle_time") && !q.Has("idle_timeout") {
+		*idle = time.Minute
+	}
 }
 
 // refuseOptions refuses the options that other clients' URL forms use

@@ -255,3 +255,22 @@ func TestSecrets(t *testing.T) {
 		}
 	}
 }
+
+// A client is sized for small commands unless the URL says otherwise.
+func TestLeanDefaults(t *testing.T) {
+	u, err := Parse("redis://127.0.0.1:6379/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := u.Options()
+	if o.ReadBufferSize != 8<<10 || o.WriteBufferSize != 8<<10 || o.PipelineReadBufferSize != 16<<10 || o.ConnMaxIdleTime != time.Minute {
+		t.Errorf("defaults: read %d write %d pipeline read %d idle %v", o.ReadBufferSize, o.WriteBufferSize, o.PipelineReadBufferSize, o.ConnMaxIdleTime)
+	}
+	u, err = Parse("redis://127.0.0.1:6379/0?conn_max_idle_time=5m&pipeline_read_buffer_size=131072")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := u.Options(); o.ConnMaxIdleTime != 5*time.Minute || o.PipelineReadBufferSize != 131072 {
+		t.Errorf("the URL's settings were overridden: idle %v pipeline read %d", o.ConnMaxIdleTime, o.PipelineReadBufferSize)
+	}
+}
