@@ -1,9 +1,10 @@
 # The commands README.md gives; .ci/run calls `make test`.
-.PHONY: test build bench fuzz
+.PHONY: test build bench fuzz check-deploy release
 
 test:
 	go vet ./...
 	go test -race -count=1 ./...
+	$(MAKE) check-deploy
 
 build:
 	go build -o bin/firstmate ./cmd/firstmate
@@ -11,3 +12,26 @@ build:
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
+
+# What deploy/ ships (Dockerfile, compose file, Helm chart, seccomp profile,
+# systemd unit), checked by a module of its own so that the main module
+# does not depend on BuildKit, Helm and Kubernetes.
+check-deploy:
+	cd deploy/check && go vet ./... && go test -count=1 ./...
+
+# Static binaries for Linux, stamped with the version, in dist/OS-ARCH/
+# (firstmate-sandbox beside firstmate, where firstmate looks for it), and
+# dist/SHA256SUMS (check with: cd dist && sha256sum -c SHA256SUMS).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
+
+release:
+	rm -rf dist
+	set -e; for p in $(RELEASE_PLATFORMS); do \
+		for cmd in firstmate firstmate-sandbox; do \
+			CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath \
+				-ldflags "-s -w -X main.version=$(VERSION)" \
+				-o dist/$${p%/*}-$${p#*/}/$$cmd ./cmd/$$cmd; \
+		done; \
+	done
+	cd dist && sha256sum */firstmate* > SHA256SUMS
