@@ -21,6 +21,8 @@ type Job struct {
 	Ended   time.Time `json:"ended,omitzero"`
 	State   string    `json:"state,omitempty"` // how it ended; "" while running
 	Tail    []string  `json:"tail,omitempty"`  // the last lines of its output
+	// CPU is the CPU time the job's processes have used, as of Seen.
+	CPU time.Duration `json:"cpu,omitempty"`
 	// StopAsked is who asked it to stop, filled by Jobs from the request
 	// AskStop left; it is not part of what PutJob writes, so an owner's
 	// update never wipes a request out.

@@ -21,14 +21,26 @@ const cgroupRoot = "/sys/fs/cgroup"
 
 // cgroups gives each command a cgroup of its own, with memory.max and
 // pids.max, inside a cgroup v2 subtree delegated to firstmate (systemd's
-// Delegate=yes, or a container's own cgroup namespace). rlimits cannot
-// bound memory well (RLIMIT_AS breaks runtimes that reserve address space,
-// like the JVM and Go), so where there is no such subtree memory is bounded
-// only by the size of /tmp and what the host allows.
+// Delegate=yes, or a container's own cgroup namespace). Only a cgroup
+// bounds a command's memory as a whole (its processes together, /tmp and
+// shared memory included); where there is none, RLIMIT_DATA bounds each
+// process's private memory (see setRlimits).
 type cgroups struct {
 	parent string // commands' cgroups are created here
-	n      atomic.Uint64
+	// cpu says that parent has cpu.weight sandboxWeight: all commands
+	// together yield the CPU to firstmate. Where the cpu controller is not
+	// delegated, nice values do what they can.
+	cpu   bool
+	noCPU string // why cpu is false
+	n     atomic.Uint64
 }
+
+// sandboxWeight is the cpu.weight of all commands together, against
+// firstmate's default of 100: when both want the CPU, firstmate gets
+// about 90% of it; when firstmate idles, commands get all of it. A
+// weight, not a cpu.max quota, so that an idle host is not left idle;
+// RLIMIT_CPU and the timeout bound how much CPU time a command takes.
+const sandboxWeight = 10
 
 // findCgroups looks for a delegated cgroup v2 subtree with the memory and
 // pids controllers and prepares it; it says why there is none otherwise.
@@ -65,12 +77,19 @@ func ownCgroup() (string, error) {
 var needed = []string{"memory", "pids"}
 
 // prepareCgroups makes dir/firstmate-sandboxes the parent of commands'
-// cgroups, with memory and pids enabled for them.
+// cgroups, with memory and pids enabled for them, and a low cpu.weight
+// where the cpu controller is delegated too.
 func prepareCgroups(dir string) (*cgroups, string) {
-	if !hasAll(readWords(filepath.Join(dir, "cgroup.controllers")), needed) {
+	controllers := readWords(filepath.Join(dir, "cgroup.controllers"))
+	if !hasAll(controllers, needed) {
 		return nil, fmt.Sprintf("the memory and pids controllers are not delegated to firstmate's cgroup (%s)", dir)
 	}
-	if !hasAll(readWords(filepath.Join(dir, "cgroup.subtree_control")), needed) {
+	cg := &cgroups{cpu: slices.Contains(controllers, "cpu"), noCPU: "the cpu controller is not delegated"}
+	want := needed
+	if cg.cpu {
+		want = append(slices.Clip(needed), "cpu")
+	}
+	if !hasAll(readWords(filepath.Join(dir, "cgroup.subtree_control")), want) {
 		// This process (and any other) must leave dir before dir may
 		// enable controllers for its children.
 		self := filepath.Join(dir, "firstmate")
@@ -83,8 +102,17 @@ func prepareCgroups(dir string) (*cgroups, string) {
 				return nil, fmt.Sprintf("cannot move process %s into %s: %v", pid, self, err)
 			}
 		}
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids"), 0); err != nil {
-			return nil, fmt.Sprintf("cannot enable memory and pids in %s: %v", dir, err)
+		// cpu is refused (EINVAL) while a realtime process sits in the
+		// subtree; memory and pids are still worth having.
+		if cg.cpu {
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0); err != nil {
+				cg.cpu, cg.noCPU = false, fmt.Sprintf("cannot enable cpu in %s: %v", dir, err)
+			}
+		}
+		if !cg.cpu {
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids"), 0); err != nil {
+				return nil, fmt.Sprintf("cannot enable memory and pids in %s: %v", dir, err)
+			}
 		}
 	}
 	parent := filepath.Join(dir, "firstmate-sandboxes")
@@ -94,7 +122,13 @@ func prepareCgroups(dir string) (*cgroups, string) {
 	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory +pids"), 0); err != nil {
 		return nil, fmt.Sprintf("cannot enable memory and pids in %s: %v", parent, err)
 	}
-	return &cgroups{parent: parent}, ""
+	if cg.cpu {
+		if err := os.WriteFile(filepath.Join(parent, "cpu.weight"), []byte(strconv.Itoa(sandboxWeight)), 0); err != nil {
+			cg.cpu, cg.noCPU = false, fmt.Sprintf("cannot set cpu.weight in %s: %v", parent, err)
+		}
+	}
+	cg.parent = parent
+	return cg, ""
 }
 
 // create makes the cgroup for one command and returns it open (for

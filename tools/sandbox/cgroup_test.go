@@ -48,11 +48,15 @@ func TestCgroupDelegationSteps(t *testing.T) {
 	if got := readFile(t, filepath.Join(dir, "firstmate", "cgroup.procs")); got != "42" {
 		t.Errorf("the processes were not moved to the leaf (last written %q)", got)
 	}
-	if got := readFile(t, filepath.Join(dir, "cgroup.subtree_control")); got != "+memory +pids" {
+	if got := readFile(t, filepath.Join(dir, "cgroup.subtree_control")); got != "+memory +pids +cpu" {
 		t.Errorf("subtree_control = %q", got)
 	}
 	if got := readFile(t, filepath.Join(cg.parent, "cgroup.subtree_control")); got != "+memory +pids" {
 		t.Errorf("the sandboxes' subtree_control = %q", got)
+	}
+	// All commands together yield the CPU to firstmate (weight 100).
+	if got := readFile(t, filepath.Join(cg.parent, "cpu.weight")); !cg.cpu || got != "10" {
+		t.Errorf("the sandboxes' cpu.weight = %q (cpu %v, %s), want 10", got, cg.cpu, cg.noCPU)
 	}
 
 	f, remove, err := cg.create(Limits{Memory: 64 << 20, Procs: 100})
@@ -73,6 +77,26 @@ func TestCgroupDelegationSteps(t *testing.T) {
 	remove()
 	if _, err := os.Stat(cdir); !os.IsNotExist(err) {
 		t.Errorf("the command's cgroup is still there: %v", err)
+	}
+}
+
+// Without the cpu controller, memory and pids are enough; the CPU is
+// shared by nice values alone.
+func TestCgroupDelegationWithoutCPU(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"cgroup.controllers": "io memory pids", "cgroup.subtree_control": "", "cgroup.procs": ""})
+	cg, why := prepareCgroups(dir)
+	if cg == nil {
+		t.Fatalf("prepare: %s", why)
+	}
+	if got := readFile(t, filepath.Join(dir, "cgroup.subtree_control")); got != "+memory +pids" {
+		t.Errorf("subtree_control = %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(cg.parent, "cpu.weight")); cg.cpu || !os.IsNotExist(err) {
+		t.Errorf("cpu %v, cpu.weight: %v; want neither", cg.cpu, err)
+	}
+	if got := cpuReport(cg, nil); !strings.HasPrefix(got, "nice 10, SCHED_BATCH (no cpu.weight: the cpu controller is not delegated)") {
+		t.Errorf("cpuReport = %q", got)
 	}
 }
 

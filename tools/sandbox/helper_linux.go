@@ -25,7 +25,7 @@ const (
 
 // protocol changes whenever spec does: a firstmate-sandbox binary from
 // another build refuses to run rather than misread it.
-const protocol = 1
+const protocol = 2
 
 // spec is what the parent tells the helper, as JSON in argv[1].
 type spec struct {
@@ -37,6 +37,11 @@ type spec struct {
 	Limits  Limits `json:"limits"`
 	Probe   *probe `json:"probe,omitempty"`
 	NoFSize bool   `json:"no_fsize,omitempty"` // over quota: files may not grow
+	// NoCreate: over quota, nothing may be made in the workspace.
+	NoCreate bool `json:"no_create,omitempty"`
+	// Cgroup says the command starts in a cgroup of its own whose
+	// memory.max bounds it; otherwise RLIMIT_DATA does.
+	Cgroup bool `json:"cgroup,omitempty"`
 }
 
 // probe asks the helper, once confined, to try what must fail instead of
@@ -90,7 +95,7 @@ func MaybeHelper() {
 // user namespace (mapped to an unprivileged host uid) with full
 // capabilities there, and ends with none.
 func confine(sp *spec) error {
-	if err := buildRoot(sp.Dir, sp.BindDir, sp.Limits.TmpSize); err != nil {
+	if err := buildRoot(sp.Dir, sp.BindDir, sp.Limits.TmpCap()); err != nil {
 		return err
 	}
 	if err := unix.Sethostname([]byte("sandbox")); err != nil {
@@ -108,13 +113,16 @@ func confine(sp *spec) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	if err := applyLandlock(); err != nil {
+	if err := applyLandlock(sp.NoCreate); err != nil {
 		return err
 	}
 	if err := installSeccomp(); err != nil {
 		return err
 	}
-	return setRlimits(sp.Limits, sp.NoFSize)
+	if err := lowerPriority(); err != nil {
+		return err
+	}
+	return setRlimits(sp.Limits, sp.NoFSize, !sp.Cgroup)
 }
 
 // closeOnExecAll marks every descriptor but stdin, stdout and stderr
@@ -199,7 +207,7 @@ func buildRoot(dir string, bindDir bool, tmpSize int64) error {
 	if err := remount(r("workspace"), ws, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 		return fmt.Errorf("remount workspace: %w", err)
 	}
-	if err := unix.Mount("tmpfs", r("tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=1777", tmpSize)); err != nil {
+	if err := unix.Mount("tmpfs", r("tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpOptions(tmpSize)); err != nil {
 		return fmt.Errorf("mount /tmp: %w", err)
 	}
 	if err := buildDev(r("dev")); err != nil {
@@ -234,6 +242,15 @@ func buildRoot(dir string, bindDir bool, tmpSize int64) error {
 		return fmt.Errorf("remount root read-only: %w", err)
 	}
 	return os.Chdir("/workspace")
+}
+
+// tmpOptions are the mount options of a /tmp of size bytes. Its inodes
+// are capped as well: each costs about 1 KiB of kernel memory that the
+// size does not count, and the kernel's default (half the RAM's pages)
+// would let a command pin gigabytes in empty files. One inode per 4 KiB
+// page of the size keeps that overhead near a quarter of it.
+func tmpOptions(size int64) string {
+	return fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", size, max(size>>12, 256))
 }
 
 // bindRO bind-mounts src at dst read-only, keeping the flags the kernel
@@ -388,7 +405,7 @@ func dropCapabilities() error {
 
 // applyLandlock is the second layer: even if the mount layer let
 // something of the host through, only these paths can be touched.
-func applyLandlock() error {
+func applyLandlock(noCreate bool) error {
 	abi, _ := ll.LandlockGetABIVersion()
 	cfg := landlock.V7
 	// Landlock's TCP rules are per port: handling them with no rule would
@@ -411,7 +428,8 @@ func applyLandlock() error {
 		landlock.PathAccess(landlock.AccessFSSet(ll.AccessFSReadDir), "/"),
 		landlock.RODirs("/usr", "/etc", "/proc", "/dev"),
 		landlock.RWFiles(dev...),
-		landlock.RWDirs("/workspace", "/tmp"),
+		workspaceRule(noCreate),
+		landlock.RWDirs("/tmp"),
 	)
 	if err != nil {
 		return fmt.Errorf("landlock: %w", err)
@@ -426,22 +444,65 @@ func applyLandlock() error {
 	return nil
 }
 
-func setRlimits(l Limits, noFSize bool) error {
+// workspaceRule grants the workspace read and write, or, over its quota,
+// everything but making files, directories, links, FIFOs, sockets and
+// devices: it can be read, truncated and cleaned up, not filled.
+func workspaceRule(noCreate bool) landlock.Rule {
+	if !noCreate {
+		return landlock.RWDirs("/workspace")
+	}
+	return landlock.PathAccess(ll.AccessFSExecute|ll.AccessFSReadFile|ll.AccessFSReadDir|ll.AccessFSWriteFile|
+		ll.AccessFSRemoveDir|ll.AccessFSRemoveFile|ll.AccessFSTruncate, "/workspace")
+}
+
+// commandNice is the nice value of every command: below firstmate, which
+// runs at 0, so that a busy command slows the bot's answers little.
+const commandNice = 10
+
+// lowerPriority makes this thread (the one that will execve) and so every
+// process of the command run at nice 10 under SCHED_BATCH. Batch tasks
+// do not preempt others when they wake, which keeps firstmate's own
+// wake-ups prompt; SCHED_IDLE was not chosen because it gives a command
+// almost nothing on a host that is busy with anything else, so a build
+// could starve to its timeout. RLIMIT_NICE 0 (setRlimits) keeps the
+// command from raising its priority back; it may still leave SCHED_BATCH
+// for SCHED_OTHER, which no limit guards, but not its nice value.
+func lowerPriority() error {
+	attr := unix.SchedAttr{Policy: unix.SCHED_BATCH, Nice: commandNice}
+	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
+		return fmt.Errorf("sched_setattr SCHED_BATCH, nice %d: %w", commandNice, err)
+	}
+	return nil
+}
+
+// setRlimits sets the limits last: the helper's own setup needs none of
+// them. With data set, Limits.Memory is each process's RLIMIT_DATA. That
+// counts what a process makes private and writable (heap, brk, anonymous
+// and private file mappings, thread stacks) on Linux 4.7 and later, and
+// not the address space reserved without access, which Go, the JVM and
+// V8 reserve in gigabytes: RLIMIT_AS at the same value breaks them.
+func setRlimits(l Limits, noFSize, data bool) error {
 	fsize := uint64(l.FileSize)
 	if noFSize {
 		fsize = 0
 	}
 	cpu := uint64(l.CPU / time.Second)
-	for _, r := range []struct {
+	type rlimit struct {
 		res int
 		val uint64
-	}{
+	}
+	limits := []rlimit{
 		{unix.RLIMIT_CORE, 0},
 		{unix.RLIMIT_NOFILE, uint64(l.OpenFiles)},
 		{unix.RLIMIT_FSIZE, fsize},
 		{unix.RLIMIT_CPU, cpu},
 		{unix.RLIMIT_NPROC, uint64(l.Procs)},
-	} {
+		{unix.RLIMIT_NICE, 0}, // no nice below the one lowerPriority set
+	}
+	if data {
+		limits = append(limits, rlimit{unix.RLIMIT_DATA, uint64(l.Memory)})
+	}
+	for _, r := range limits {
 		if err := unix.Setrlimit(r.res, &unix.Rlimit{Cur: r.val, Max: r.val}); err != nil {
 			return fmt.Errorf("rlimit %d: %w", r.res, err)
 		}

@@ -1009,6 +1009,177 @@ func TestHostileFillTmp(t *testing.T) {
 	wantOutput(t, res, "head: error writing 'standard output': No space left on device\nrc=1\n8388608\n")
 }
 
+// probed is a sandbox as firstmate runs it: probed, so that it puts
+// commands in cgroups where the host delegates a cgroup v2, and bounds
+// them with rlimits where not.
+func probed(t *testing.T, l Limits) (*Sandbox, Report) {
+	t.Helper()
+	sb := New(Config{Limits: l})
+	rep, err := sb.Probe(t.Context())
+	if err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	return sb, rep
+}
+
+// TestHostileMemory: a process cannot hold 700 MiB under a Memory of
+// 128 MiB. Without a cgroup RLIMIT_DATA refuses the mapping, and the shell
+// cannot raise it; in a cgroup memory.max gets the command killed.
+func TestHostileMemory(t *testing.T) {
+	t.Parallel()
+	sb, rep := probed(t, Limits{Memory: 128 << 20})
+	dir := workspace(t, sb)
+	withHostile(t, dir)
+	res := run(t, sb, dir, `./hostile alloc 64; echo rc=$?
+./hostile alloc 700; echo rc=$?`, Limits{})
+	if rep.Cgroup != "" {
+		if out := string(res.Output); !strings.HasPrefix(out, "ok\nrc=0\n") || !strings.HasSuffix(out, "rc=137\n") {
+			t.Errorf("in cgroup %s: %q, want 64 MiB to fit and 700 MiB to be killed (rc=137)", rep.Cgroup, out)
+		}
+		return
+	}
+	wantOutput(t, res, "ok\nrc=0\nerrno ENOMEM (cannot allocate memory)\nrc=1\n")
+	res = run(t, sb, dir, `ulimit -d; ulimit -d unlimited; echo rc=$?`, Limits{})
+	wantOutput(t, res, "131072\nsh: 1: ulimit: error setting limit (Operation not permitted)\nrc=2\n")
+}
+
+// TestHostileTmpCap: /tmp, which lives in RAM, gets at most half of
+// Memory, in bytes and in inodes (one per 4 KiB).
+func TestHostileTmpCap(t *testing.T) {
+	t.Parallel()
+	sb, rep := probed(t, Limits{Memory: 128 << 20}) // and the default TmpSize, 256 MiB
+	if got := sb.Limits().TmpCap(); got != 64<<20 || rep.Tmp != got {
+		t.Fatalf("TmpCap %d, Report.Tmp %d; want 64 MiB", got, rep.Tmp)
+	}
+	dir := workspace(t, sb)
+	res := run(t, sb, dir, `head -c 100000000 /dev/zero > /tmp/fill; echo rc=$?; wc -c < /tmp/fill; stat -f -c %c /tmp`, Limits{})
+	wantOutput(t, res, "head: error writing 'standard output': No space left on device\nrc=1\n67108864\n16384\n")
+}
+
+func TestTmpCap(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		l    Limits
+		want int64
+	}{
+		{Limits{}, 256 << 20}, // the defaults: 256 MiB of a 1 GiB Memory
+		{Limits{TmpSize: 8 << 20}, 8 << 20},
+		{Limits{Memory: 128 << 20}, 64 << 20},
+		{Limits{TmpSize: 1 << 30, Memory: 1 << 30}, 512 << 20},
+		{Limits{TmpSize: 10 << 20, Memory: 64 << 20}, 10 << 20},
+	} {
+		if got := c.l.TmpCap(); got != c.want {
+			t.Errorf("%+v: TmpCap %d, want %d", c.l, got, c.want)
+		}
+	}
+}
+
+// TestHostileCPUPriority: a command's processes run at nice 10 under
+// SCHED_BATCH and cannot take a better nice back. The autogroup of its
+// session, which is what counts against firstmate where the kernel
+// schedules by session, has nice 10 too, and the command cannot change it.
+// Not parallel: it raises this process's RLIMIT_NICE.
+func TestHostileCPUPriority(t *testing.T) {
+	// A hard RLIMIT_NICE of 0 inherited from the host must not be what
+	// holds: with 40, a process may go down to nice -20.
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NICE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NICE, &unix.Rlimit{Cur: 40, Max: 40}); err == nil {
+		defer unix.Setrlimit(unix.RLIMIT_NICE, &old)
+	} else {
+		t.Logf("RLIMIT_NICE stays %d: %v", old.Max, err)
+	}
+	sb := New(Config{})
+	dir := workspace(t, sb)
+	withHostile(t, dir)
+	// Field 19 of /proc/PID/stat is the nice value, 41 the policy (3 is
+	// SCHED_BATCH), here of a grandchild of the shell.
+	res := run(t, sb, dir, `./hostile sched
+sh -c 'cut -d" " -f19,41 /proc/self/stat'
+./hostile renice 9; echo rc=$?
+nice -n 5 ./hostile sched`, Limits{})
+	wantOutput(t, res, `nice 10 SCHED_BATCH
+ok
+10 3
+errno EACCES (permission denied)
+rc=1
+nice 15 SCHED_BATCH
+ok
+`)
+
+	out := newCapture(4096)
+	p, err := sb.Start(t.Context(), Command{Dir: dir, Script: `echo 0 > /proc/self/autogroup; echo rc=$?; exec sleep 30`}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Kill(); p.Wait() }()
+	var said []byte
+	for range 3000 {
+		if said, _, _ = out.bytes(); bytes.Contains(said, []byte("rc=")) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	switch {
+	case errors.Is(p.autogroup, os.ErrNotExist):
+		t.Skip("this kernel has no autogroups")
+	case errors.Is(p.autogroup, syscall.EAGAIN):
+		t.Skip("the kernel rate-limits autogroup changes for this process (no CAP_SYS_ADMIN)")
+	case p.autogroup != nil:
+		t.Fatalf("setting the autogroup's nice: %v", p.autogroup)
+	}
+	ag, err := os.ReadFile(fmt.Sprintf("/proc/%d/autogroup", p.Pid()))
+	if err != nil || !strings.HasSuffix(string(ag), " nice 10\n") {
+		t.Errorf("the command's autogroup: %q, %v; want nice 10 (it wrote: %q)", ag, err, said)
+	}
+	if abi, _ := ll.LandlockGetABIVersion(); abi > 0 {
+		if want := "sh: 1: cannot create /proc/self/autogroup: Permission denied\nrc=2\n"; string(said) != want {
+			t.Errorf("the command changing its autogroup: %q, want %q", said, want)
+		}
+	}
+}
+
+// TestHostileSocketFamilies: socket and socketpair work for unix, IP and
+// netlink sockets, and fail as if the kernel lacked them for any other
+// family. AF_PACKET would otherwise fail with EPERM (no CAP_NET_RAW), and
+// socketpair of anything but unix with EOPNOTSUPP.
+func TestHostileSocketFamilies(t *testing.T) {
+	t.Parallel()
+	sb := New(Config{})
+	dir := workspace(t, sb)
+	withHostile(t, dir)
+	const refused = "errno EAFNOSUPPORT (address family not supported by protocol)"
+	cases := []struct{ cmd, want string }{
+		{"socket unix", "ok"},
+		{"socket inet", "ok"},
+		{"socket inet6", "ok"},
+		{"socket netlink", "ok"},
+		{"socketpair unix", "ok"},
+		{"socketpair inet", "errno ENOTSUP (operation not supported)"}, // the kernel's own answer: the filter let it through
+		{"loopback", "ok"},
+		{"socket vsock", refused},
+		{"socket packet", refused},
+		{"socket bluetooth", refused},
+		{"socket alg", refused},
+		{"socketpair vsock", refused},
+		{"socketpair packet", refused},
+	}
+	var script, want strings.Builder
+	for _, c := range cases {
+		fmt.Fprintf(&script, "echo \"%[1]s: $(./hostile %[1]s)\"\n", c.cmd)
+		fmt.Fprintf(&want, "%s: %s\n", c.cmd, c.want)
+	}
+	wantOutput(t, run(t, sb, dir, script.String(), Limits{}), want.String())
+	// Where the host's kernel lacks a family, its case shows nothing.
+	for _, f := range []string{"vsock", "packet", "bluetooth", "alg"} {
+		if out, _ := exec.Command(hostileBin(t), "socket", f).Output(); strings.TrimSpace(string(out)) == refused {
+			t.Logf("the host's kernel has no %s sockets either", f)
+		}
+	}
+}
+
 // TestHostileFileSize: no file grows past FileSize, and the limit cannot
 // be raised.
 func TestHostileFileSize(t *testing.T) {
@@ -1080,12 +1251,40 @@ func TestHostileProbe(t *testing.T) {
 	if rep.Kind != KindNamespaces {
 		t.Errorf("kind %q", rep.Kind)
 	}
+	// What bounds memory and CPU depends on the host; the report says
+	// which, and what /tmp holds.
+	if rep.Tmp != sb.Limits().TmpCap() {
+		t.Errorf("Report.Tmp %d, want %d", rep.Tmp, sb.Limits().TmpCap())
+	}
+	want := "RLIMIT_DATA"
+	if rep.Cgroup != "" {
+		want = "cgroup v2 " + rep.Cgroup
+	}
+	if !strings.Contains(rep.Memory, want) {
+		t.Errorf("Report.Memory %q does not say %q", rep.Memory, want)
+	}
+	if !strings.Contains(rep.CPU, "nice 10, SCHED_BATCH") {
+		t.Errorf("Report.CPU %q does not say nice 10, SCHED_BATCH", rep.CPU)
+	}
+	t.Logf("%s", rep)
 	abi, _ := ll.LandlockGetABIVersion()
 	if abi <= 0 {
 		t.Skipf("this kernel has no Landlock (%d); the probe passed without it", abi)
 	}
 	if rep.Landlock != abi || rep.Landlock <= 0 {
 		t.Errorf("probe reports Landlock %d, the kernel %d", rep.Landlock, abi)
+	}
+}
+
+func TestReportString(t *testing.T) {
+	t.Parallel()
+	rep := Report{Kind: KindNamespaces, Landlock: 7, Memory: "1 GiB of private memory per process (RLIMIT_DATA; no cgroup: no cgroup v2 hierarchy at /sys/fs/cgroup)",
+		CPU: "nice 10, SCHED_BATCH, session autogroup nice 10", Tmp: 256 << 20, Took: 21400 * time.Microsecond}
+	want := "namespaces (user, mount, pid, net, ipc, uts, cgroup), Landlock ABI 7, seccomp, rlimits; " +
+		"memory: 1 GiB of private memory per process (RLIMIT_DATA; no cgroup: no cgroup v2 hierarchy at /sys/fs/cgroup); " +
+		"/tmp: 256 MiB; CPU: nice 10, SCHED_BATCH, session autogroup nice 10; probe passed in 21ms"
+	if got := rep.String(); got != want {
+		t.Errorf("String:\n%s\nwant:\n%s", got, want)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,11 +36,15 @@ func (s *Sandbox) Probe(ctx context.Context) (Report, error) {
 	}
 	abi, _ := ll.LandlockGetABIVersion()
 	rep.Landlock = max(abi, 0)
-	if cg, why := findCgroups(); cg != nil {
+	l := s.cfg.Limits
+	rep.Tmp = l.TmpCap()
+	cg, why := findCgroups()
+	if cg != nil {
 		s.cg.Store(cg)
-		rep.Cgroup = fmt.Sprintf("memory %s and pids %d per command by cgroup v2 (%s)", tools.FormatSize(s.cfg.Limits.Memory), s.cfg.Limits.Procs, cg.parent)
+		rep.Cgroup = cg.parent
+		rep.Memory = fmt.Sprintf("%s per command, /tmp within it, and %d processes (cgroup v2 %s)", tools.FormatSize(l.Memory), l.Procs, cg.parent)
 	} else {
-		rep.Cgroup = "no cgroup limits (" + why + "): memory is bounded by the host only"
+		rep.Memory = fmt.Sprintf("%s of private memory per process (RLIMIT_DATA; no cgroup: %s)", tools.FormatSize(l.Memory), why)
 	}
 	dir, err := os.MkdirTemp("", "firstmate-probe-")
 	if err != nil {
@@ -72,9 +77,11 @@ func (s *Sandbox) Probe(ctx context.Context) (Report, error) {
 	os.Chmod(sock, 0o777)
 
 	// 1. From inside, in Go: what must fail does.
-	if err := s.runProbe(ctx, ws, &probe{Canary: canary, Loopback: tcp.Addr().String(), Socket: sock}); err != nil {
+	autogroup, err := s.runProbe(ctx, ws, &probe{Canary: canary, Loopback: tcp.Addr().String(), Socket: sock})
+	if err != nil {
 		return rep, err
 	}
+	rep.CPU = cpuReport(cg, autogroup)
 	// 2. A real shell: it runs, and cannot fork past the limit.
 	script := `i=0; while [ $i -lt 64 ]; do sleep 10 & i=$((i+1)); done; echo all-started`
 	res, err := s.Run(ctx, Command{Dir: ws, Script: script, Limits: Limits{Procs: probeProcs, Timeout: 20 * time.Second}})
@@ -94,7 +101,11 @@ func (s *Sandbox) Probe(ctx context.Context) (Report, error) {
 	return rep, nil
 }
 
-func (s *Sandbox) runProbe(ctx context.Context, ws string, p *probe) error {
+// runProbe runs the helper in probe mode. It also says how setting the
+// nice of a command's autogroup goes here (see lowerAutogroup): it is
+// set once more at once, which the kernel refuses (EAGAIN) to a process
+// it rate-limits.
+func (s *Sandbox) runProbe(ctx context.Context, ws string, p *probe) (autogroup error, err error) {
 	// The parent is kept apart from the deadline: Wait cancels the
 	// deadline once the helper exits, and a parent that is the same
 	// context would then read as cancelled by the caller.
@@ -105,17 +116,48 @@ func (s *Sandbox) runProbe(ctx context.Context, ws string, p *probe) error {
 	l := s.cfg.Limits
 	l.Timeout = 20 * time.Second
 	if err := s.startNSWith(dctx, proc, spec{Dir: ws, Path: s.cfg.Path, Limits: l, Probe: p}, &out); err != nil {
-		return asUnavailable(err)
+		return nil, asUnavailable(err)
+	}
+	if cg := s.cg.Load(); cg == nil || !cg.cpu {
+		autogroup = proc.autogroup
+		if autogroup == nil {
+			autogroup = lowerAutogroup(proc.Pid())
+		}
 	}
 	proc.cancel, proc.deadline, proc.parent = cancel, dctx, ctx
 	res, err := proc.Wait()
 	if err != nil {
-		return asUnavailable(err)
+		return autogroup, asUnavailable(err)
 	}
 	if res.ExitCode != 0 {
-		return &Unavailable{Cause: fmt.Sprintf("the probe helper ended with %s: %s", res.Status(l.Timeout), tail(out.String(), 300))}
+		return autogroup, &Unavailable{Cause: fmt.Sprintf("the probe helper ended with %s: %s", res.Status(l.Timeout), tail(out.String(), 300))}
 	}
-	return nil
+	return autogroup, nil
+}
+
+// cpuReport says how commands yield the CPU: the cgroup's weight where it
+// applies, else nice 10 and SCHED_BATCH, which, where the kernel
+// schedules sessions as autogroups, hold only once the autogroup's nice
+// is set too (autogroup is how that went in the probe).
+func cpuReport(cg *cgroups, autogroup error) string {
+	prio := fmt.Sprintf("nice %d, SCHED_BATCH", commandNice)
+	switch {
+	case cg != nil && cg.cpu:
+		return fmt.Sprintf("cpu.weight %d for all commands (cgroup v2), %s", sandboxWeight, prio)
+	case cg != nil:
+		prio += " (no cpu.weight: " + cg.noCPU + ")"
+	}
+	if b, _ := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled"); strings.TrimSpace(string(b)) != "1" {
+		return prio
+	}
+	switch {
+	case autogroup == nil:
+		return prio + ", session autogroup nice " + strconv.Itoa(commandNice)
+	case errors.Is(autogroup, syscall.EAGAIN):
+		return prio + "; session autogroup nice only 100 ms after the last was set (no CAP_SYS_ADMIN), else a busy command gets as much CPU as firstmate"
+	default:
+		return prio + "; session autogroup nice not set (" + autogroup.Error() + "): a busy command gets as much CPU as firstmate"
+	}
 }
 
 func asUnavailable(err error) error {
@@ -141,8 +183,12 @@ func asUnavailable(err error) error {
 // fixFor suggests a fix for a setup step that failed.
 func fixFor(cause string) string {
 	switch {
+	case strings.Contains(cause, "mount /proc"):
+		// Docker masks parts of /proc, and the kernel refuses a new /proc
+		// over a masked one, whatever the seccomp profile says.
+		return "the container masks /proc: in Docker add `--security-opt systempaths=unconfined` (with `seccomp=deploy/docker/seccomp.json` and `apparmor=unconfined`); in Kubernetes set `hostUsers: false` and `procMount: Unmasked`"
 	case strings.Contains(cause, "mount") || strings.Contains(cause, "pivot_root"):
-		return "the container may forbid mounts in user namespaces: in Docker use `--security-opt apparmor=unconfined --security-opt seccomp=unconfined`, or run firstmate outside the container"
+		return "the container may forbid mounts in user namespaces: in Docker use `--security-opt seccomp=deploy/docker/seccomp.json --security-opt apparmor=unconfined --security-opt systempaths=unconfined`, or run firstmate outside the container"
 	case strings.Contains(cause, "landlock"):
 		return "the kernel refused the Landlock ruleset; upgrade the kernel or report it"
 	case strings.Contains(cause, "seccomp"):

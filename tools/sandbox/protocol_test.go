@@ -37,7 +37,7 @@ func runHelperHere(t *testing.T, spec string) string {
 // A helper from another build refuses a spec it may misread, before it
 // touches anything, and says how to fix it.
 func TestHelperRefusesAnotherProtocol(t *testing.T) {
-	if msg := runHelperHere(t, `{"v":0,"script":"true"}`); !strings.Contains(msg, "from another firstmate build (protocol 1, firstmate sent 0)") {
+	if msg := runHelperHere(t, `{"v":0,"script":"true"}`); !strings.Contains(msg, fmt.Sprintf("from another firstmate build (protocol %d, firstmate sent 0)", protocol)) {
 		t.Fatalf("status = %q", msg)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -74,6 +75,9 @@ type Process struct {
 	deadline context.Context
 	parent   context.Context
 	cleanup  func() // removes the command's cgroup
+	// autogroup is how lowering the nice of the command's session's
+	// autogroup went (see lowerAutogroup); nil where it was not tried.
+	autogroup error
 }
 
 // Start starts c with its output (stdout and stderr interleaved) written
@@ -101,7 +105,7 @@ const cloneFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_N
 	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
 
 func (s *Sandbox) startNS(ctx context.Context, p *Process, c Command, l Limits, out io.Writer) error {
-	return s.startNSWith(ctx, p, spec{Script: c.Script, Dir: c.Dir, Path: s.cfg.Path, Limits: l, NoFSize: c.NoGrow}, out)
+	return s.startNSWith(ctx, p, spec{Script: c.Script, Dir: c.Dir, Path: s.cfg.Path, Limits: l, NoFSize: c.NoGrow, NoCreate: c.NoCreate}, out)
 }
 
 func (s *Sandbox) startNSWith(ctx context.Context, p *Process, sp spec, out io.Writer) error {
@@ -123,6 +127,8 @@ func (s *Sandbox) startNSWith(ctx context.Context, p *Process, sp spec, out io.W
 		return err
 	}
 	defer sw.Close()
+	cg := s.cg.Load()
+	sp.Cgroup = cg != nil
 	sp.V = protocol
 	js, err := json.Marshal(sp)
 	if err != nil {
@@ -150,7 +156,7 @@ func (s *Sandbox) startNSWith(ctx context.Context, p *Process, sp spec, out io.W
 		// Landlock's ioctl rights) type into with TIOCSTI.
 		Setsid: true,
 	}
-	if cg := s.cg.Load(); cg != nil {
+	if cg != nil {
 		// Straight into its own cgroup (CLONE_INTO_CGROUP): memory.max and
 		// pids.max hold from the first instruction.
 		f, remove, err := cg.create(sp.Limits)
@@ -170,8 +176,23 @@ func (s *Sandbox) startNSWith(ctx context.Context, p *Process, sp spec, out io.W
 		}
 		return diagnose(err)
 	}
+	if cg == nil || !cg.cpu {
+		p.autogroup = lowerAutogroup(cmd.Process.Pid)
+	}
 	p.cmd, p.status = cmd, sr
 	return nil
+}
+
+// lowerAutogroup sets the nice of the autogroup the kernel made for the
+// helper's session (Setsid) to the commands' nice. Where autogroup
+// scheduling is on (kernel.sched_autogroup_enabled) and no cgroup
+// controls the CPU, the scheduler shares the CPU between sessions first
+// and by nice only within one: each command would get as much CPU as the
+// whole of firstmate, whatever its own nice. Without CAP_SYS_ADMIN the
+// kernel takes one such change per 100 ms, host-wide (EAGAIN otherwise);
+// where autogroups are off the value is kept and unused.
+func lowerAutogroup(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/autogroup", pid), []byte(strconv.Itoa(commandNice)), 0)
 }
 
 func (s *Sandbox) startHost(ctx context.Context, p *Process, c Command, l Limits, out io.Writer) error {
@@ -186,13 +207,15 @@ func (s *Sandbox) startHost(ctx context.Context, p *Process, c Command, l Limits
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	// Without a sandbox the limits can only be set once the process runs.
+	// Without a sandbox the limits and the priority can only be set once
+	// the process runs (it shares firstmate's session, so nice holds).
 	for _, r := range []struct {
 		res int
 		val uint64
 	}{{unix.RLIMIT_CORE, 0}, {unix.RLIMIT_FSIZE, uint64(l.FileSize)}, {unix.RLIMIT_CPU, uint64(l.CPU / time.Second)}} {
 		unix.Prlimit(cmd.Process.Pid, r.res, &unix.Rlimit{Cur: r.val, Max: r.val}, nil)
 	}
+	unix.SchedSetAttr(cmd.Process.Pid, &unix.SchedAttr{Policy: unix.SCHED_BATCH, Nice: commandNice}, 0)
 	p.cmd = cmd
 	return nil
 }
@@ -216,6 +239,7 @@ func (p *Process) Wait() (Result, error) {
 	res := Result{Took: time.Since(p.started), ExitCode: -1}
 	if st := p.cmd.ProcessState; st != nil {
 		res.ExitCode = st.ExitCode()
+		res.CPU = st.UserTime() + st.SystemTime()
 		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			res.Signal = unix.SignalName(ws.Signal())
 			if res.Signal == "" {
@@ -279,7 +303,7 @@ func diagnose(err error) error {
 			Fix: "give the firstmate binary an AppArmor profile that allows `userns,` (see README), or set the sysctl to 0"}
 	case errno == syscall.EPERM || errno == syscall.EACCES:
 		return &Unavailable{Err: err, Cause: "creating namespaces was refused (" + errno.Error() + "), most likely by a container's seccomp profile or a missing capability",
-			Fix: "in Docker run with `--security-opt seccomp=unconfined --security-opt apparmor=unconfined` (or a profile that allows clone with CLONE_NEWUSER); in Kubernetes use an unconfined seccomp profile"}
+			Fix: "in Docker run with `--security-opt seccomp=deploy/docker/seccomp.json --security-opt apparmor=unconfined --security-opt systempaths=unconfined` (the profile allows the namespace calls the sandbox makes, and nothing more); in Kubernetes use that profile as a Localhost seccomp profile (or Unconfined) with `hostUsers: false` and `procMount: Unmasked`"}
 	case errno == syscall.EINVAL:
 		return &Unavailable{Err: err, Cause: "this kernel lacks a namespace the sandbox needs (" + errno.Error() + ")",
 			Fix: "use a kernel with user, mount, PID, network, IPC, UTS and cgroup namespaces (Linux 4.6 or later)"}

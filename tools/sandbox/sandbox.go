@@ -6,8 +6,9 @@
 // minimal root (read-only /usr and a few /etc files, the workspace at
 // /workspace, a size-capped /tmp, a fresh /proc, a minimal /dev), applies
 // Landlock as a second layer, a seccomp filter and rlimits, drops every
-// capability and executes `sh -c` with an empty environment. It is PID 1 of
-// its namespace, so killing it ends every process the command started.
+// capability, lowers its CPU priority below firstmate's and executes
+// `sh -c` with an empty environment. It is PID 1 of its namespace, so
+// killing it ends every process the command started.
 //
 // The parent side ([Sandbox.Run], [Sandbox.Start]) enforces the wall-clock
 // timeout, captures output with a cap and reports the exit status. [Probe]
@@ -18,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/firstmate/firstmate/tools"
 )
 
 // HelperName is argv[0] of the re-executed helper. A binary that can run
@@ -38,14 +41,37 @@ const (
 
 // Limits bound one command.
 type Limits struct {
-	Timeout   time.Duration // wall clock; the whole PID namespace is killed
-	Output    int           // bytes of stdout+stderr kept for the model
-	TmpSize   int64         // bytes of the /tmp tmpfs
-	Procs     int           // RLIMIT_NPROC: processes and threads
-	OpenFiles int           // RLIMIT_NOFILE
-	FileSize  int64         // RLIMIT_FSIZE: the largest file a command may write
-	CPU       time.Duration // RLIMIT_CPU (0: the timeout plus a margin)
-	Memory    int64         // memory.max of the command's cgroup, where one is delegated
+	Timeout time.Duration // wall clock; the whole PID namespace is killed
+	Output  int           // bytes of stdout+stderr kept for the model
+	// TmpSize is the most /tmp may hold; it gets no more than half of
+	// Memory (see [Limits.TmpCap]).
+	TmpSize   int64
+	Procs     int   // RLIMIT_NPROC: processes and threads
+	OpenFiles int   // RLIMIT_NOFILE
+	FileSize  int64 // RLIMIT_FSIZE: the largest file a command may write
+	// CPU is RLIMIT_CPU, the CPU time each process of the command may
+	// use (0: the timeout plus a margin); the timeout bounds the command
+	// as a whole. How the CPU is shared with firstmate is not a limit
+	// but a priority: nice 10 and SCHED_BATCH always, cpu.weight where a
+	// cgroup v2 is delegated.
+	CPU time.Duration
+	// Memory is memory.max of the command's own cgroup where a cgroup v2
+	// is delegated: everything the command holds, /tmp included.
+	// Elsewhere it is RLIMIT_DATA, which bounds the private memory (heap
+	// and private writable mappings) of each process separately. That
+	// counts writable mappings whether touched or not (each thread's
+	// stack, Go's 32 MiB arena index): a Go program needs 48 to 80 MiB
+	// just to start, and a JVM needs -Xmx below the limit.
+	Memory int64
+}
+
+// TmpCap is the size of a command's /tmp: TmpSize, but at most half of
+// Memory. A tmpfs lives in RAM; in a cgroup its pages count against
+// memory.max, elsewhere they count nowhere, so the one rule keeps /tmp
+// from taking more than half of what a command may hold either way.
+func (l Limits) TmpCap() int64 {
+	l = l.withDefaults()
+	return min(l.TmpSize, l.Memory/2)
 }
 
 // DefaultLimits are the limits used where a field is zero.
@@ -128,6 +154,9 @@ type Result struct {
 	Signal   string        // the signal that ended it, if any
 	TimedOut bool          // the wall-clock timeout killed it
 	Took     time.Duration // from start to exit
+	// CPU is the CPU time (user and system) of the command and the
+	// processes it waited for.
+	CPU time.Duration
 }
 
 // Status is a short human description of how the command ended.
@@ -168,14 +197,21 @@ type Command struct {
 	// NoGrow forbids growing any file (RLIMIT_FSIZE 0): a workspace over
 	// its quota can still be cleaned up, but not filled further.
 	NoGrow bool
+	// NoCreate forbids making anything in the workspace (Landlock, where
+	// the kernel has it): over its file quota it can still be cleaned up.
+	NoCreate bool
 }
 
 // Report is what Probe found.
 type Report struct {
 	Kind     Kind
 	Landlock int // the kernel's Landlock ABI version; 0 if it has none
-	// Cgroup says how memory and processes are bounded beyond rlimits.
+	// Cgroup is the delegated cgroup v2 directory that commands' cgroups
+	// are made in; "" when there is none.
 	Cgroup string
+	Memory string // how a command's memory is bounded here
+	CPU    string // how commands yield the CPU to firstmate here
+	Tmp    int64  // bytes a command's /tmp holds: the sandbox's Limits.TmpCap()
 	Took   time.Duration
 }
 
@@ -187,5 +223,6 @@ func (r Report) String() string {
 	if r.Landlock > 0 {
 		ll = fmt.Sprintf("Landlock ABI %d", r.Landlock)
 	}
-	return fmt.Sprintf("namespaces (user, mount, pid, net, ipc, uts, cgroup), %s, seccomp, rlimits; %s; probe passed in %s", ll, r.Cgroup, r.Took.Round(time.Millisecond))
+	return fmt.Sprintf("namespaces (user, mount, pid, net, ipc, uts, cgroup), %s, seccomp, rlimits; memory: %s; /tmp: %s; CPU: %s; probe passed in %s",
+		ll, r.Memory, tools.FormatSize(r.Tmp), r.CPU, r.Took.Round(time.Millisecond))
 }

@@ -28,9 +28,19 @@ var deniedSyscalls = []uintptr{
 	unix.SYS_FANOTIFY_INIT, unix.SYS_VHANGUP,
 }
 
+// socketFamilies are the address families socket(2) and socketpair(2) may
+// use: unix sockets, IP, and netlink, which ip(8) and glibc's getaddrinfo
+// (AI_ADDRCONFIG asks NETLINK_ROUTE) need. Every other family fails with
+// EAFNOSUPPORT, as if the kernel lacked it: vsock reaches the hypervisor,
+// and the rest (packet, bluetooth, alg, rds, tipc, xdp, …) are kernel code
+// a shell has no use for and bugs have come from.
+var socketFamilies = []uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+
 // seccompFilter builds the BPF program. Its first rule kills the process
 // on any architecture but the native one: a blocklist of native numbers
-// means nothing to a 32-bit int 0x80 call, whose numbers differ.
+// means nothing to a 32-bit int 0x80 call, whose numbers differ. That
+// rule also covers socketcall(2), through which 32-bit x86 makes socket
+// calls: neither x86-64 nor arm64 has it.
 func seccompFilter() []unix.SockFilter {
 	const (
 		ldW  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
@@ -40,6 +50,7 @@ func seccompFilter() []unix.SockFilter {
 		kill = unix.SECCOMP_RET_KILL_PROCESS
 	)
 	eperm := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	eafnosupport := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT))
 	prog := []unix.SockFilter{
 		{Code: ldW, K: 4}, // seccomp_data.arch
 		{Code: jeq, Jt: 1, Jf: 0, K: auditArch},
@@ -50,6 +61,20 @@ func seccompFilter() []unix.SockFilter {
 		// x32 shares the x86-64 arch token; its numbers carry this bit.
 		prog = append(prog, unix.SockFilter{Code: jge, Jt: 0, Jf: 1, K: x32Bit}, unix.SockFilter{Code: ret, K: kill})
 	}
+	// socket and socketpair: the family (args[0], an int: the kernel reads
+	// the low 32 bits, which are first on both little-endian targets) must
+	// be one of socketFamilies. The block ends in returns, so other calls
+	// jump over it with the number still loaded.
+	n := len(socketFamilies)
+	prog = append(prog,
+		unix.SockFilter{Code: jeq, Jt: 1, Jf: 0, K: unix.SYS_SOCKET},
+		unix.SockFilter{Code: jeq, Jt: 0, Jf: uint8(n + 3), K: unix.SYS_SOCKETPAIR},
+		unix.SockFilter{Code: ldW, K: 16}, // seccomp_data.args[0]
+	)
+	for i, af := range socketFamilies {
+		prog = append(prog, unix.SockFilter{Code: jeq, Jt: uint8(n - i), Jf: 0, K: af})
+	}
+	prog = append(prog, unix.SockFilter{Code: ret, K: eafnosupport}, unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW})
 	for _, nr := range deniedSyscalls {
 		prog = append(prog, unix.SockFilter{Code: jeq, Jt: 0, Jf: 1, K: uint32(nr)}, unix.SockFilter{Code: ret, K: eperm})
 	}

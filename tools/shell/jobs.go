@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,9 +21,15 @@ type JobLimits struct {
 	PerChannel int           // running jobs per channel (default 3)
 	Lifetime   time.Duration // a job is stopped after this (default 1 h)
 	LogSize    int64         // a job's log starts over past this (default 8 MiB)
-	// QuotaEvery is how often the workspace of a running job is measured;
-	// a job that takes it over its quota is stopped (default 10 s).
-	QuotaEvery time.Duration
+	// CPU is the CPU time a channel's jobs may use together in a day
+	// (those started in the last 24 hours, on any replica); past it they
+	// are stopped and no job starts (default 1 h).
+	CPU time.Duration
+	// Beat is how often this replica writes its running jobs to the board
+	// (their output's last lines, that they are alive) and looks for
+	// requests to stop them (default 2 s). A running job whose owner has
+	// not written for lostAfter beats is shown as lost.
+	Beat time.Duration
 }
 
 func (l JobLimits) withDefaults() JobLimits {
@@ -37,8 +43,11 @@ func (l JobLimits) withDefaults() JobLimits {
 	if l.LogSize <= 0 {
 		l.LogSize = 8 << 20
 	}
-	if l.QuotaEvery <= 0 {
-		l.QuotaEvery = 10 * time.Second
+	if l.Beat <= 0 {
+		l.Beat = 2 * time.Second
+	}
+	if l.CPU <= 0 {
+		l.CPU = time.Hour
 	}
 	return l
 }
@@ -46,8 +55,17 @@ func (l JobLimits) withDefaults() JobLimits {
 // keepEnded is how many ended jobs a channel's list keeps.
 const keepEnded = 10
 
+// lostAfter is how many beats a running job's owner may miss before the
+// job is shown as lost: its replica died (and the job with it: a sandbox
+// dies with the process that started it) or cannot reach the store.
+const lostAfter = 6
+
+// boardWait bounds how long a write to the board may take.
+const boardWait = 5 * time.Second
+
 type job struct {
 	id      int
+	space   string // the board's name for its workspace
 	dir     string // the workspace it belongs to
 	command string
 	log     string // workspace-relative
@@ -59,8 +77,10 @@ type job struct {
 	mu      sync.Mutex
 	state   string // "" while running
 	ended   time.Time
-	stopped bool
-	over    bool // stopped for taking the workspace over its quota
+	stopped string        // who stopped it, if someone did
+	cpu     time.Duration // its processes' CPU time at the last look
+	over    bool   // stopped for taking the workspace over its quota
+	cpuOut  bool   // stopped when the channel's jobs used their CPU time
 }
 
 func (j *job) status() (state string, running bool, took time.Duration) {
@@ -72,27 +92,76 @@ func (j *job) status() (state string, running bool, took time.Duration) {
 	return j.state, false, j.ended.Sub(j.started)
 }
 
+// record is what the board holds of j.
+func (j *job) record(owner string) tools.Job {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return tools.Job{ID: j.id, Owner: owner, Command: j.command, Log: j.log, Started: j.started,
+		Seen: time.Now(), Ended: j.ended, State: j.state, Tail: j.out.lastLines(5), CPU: j.cpu}
+}
+
+// kill stops j on behalf of by.
+func (j *job) kill(by string) {
+	j.mu.Lock()
+	if j.stopped == "" {
+		j.stopped = by
+	}
+	j.mu.Unlock()
+	j.proc.Kill()
+}
+
 type jobs struct {
 	sb     *sandbox.Sandbox
 	limits JobLimits
-	quota  func(dir string) bool // measures dir; true if it is over its quota
-	ctx    context.Context       // ends every job at close
+	quota  *quota // admits jobs and stops those that take the workspace over its quota
+	board  tools.JobBoard
+	owner  string          // this replica, as the board names it
+	ctx    context.Context // ends every job at close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// beating starts beat with the first job: a shell that never starts
+	// one (or only describes its tools) runs no goroutine.
+	beating sync.Once
 
-	mu   sync.Mutex
-	next int
-	all  []*job
+	mu    sync.Mutex
+	local map[*job]bool // the jobs running on this replica
 }
 
-func newJobs(sb *sandbox.Sandbox, l JobLimits, overQuota func(dir string) bool) *jobs {
+func newJobs(sb *sandbox.Sandbox, l JobLimits, overQuota *quota, board tools.JobBoard, owner string) *jobs {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &jobs{sb: sb, limits: l, quota: overQuota, ctx: ctx, cancel: cancel}
+	if board == nil {
+		board = newMemBoard()
+	}
+	if owner == "" {
+		owner, _ = os.Hostname()
+		owner += "#" + strconv.Itoa(os.Getpid())
+	}
+	return &jobs{sb: sb, limits: l, quota: overQuota, board: board, owner: owner, ctx: ctx, cancel: cancel, local: map[*job]bool{}}
 }
 
 func (js *jobs) close() {
 	js.cancel()
 	js.wg.Wait()
+}
+
+// space is the board's name for ws: its directory's name, which is the
+// channel's, made safe (tools.DirName), and the same on every replica
+// whatever the data dir is called.
+func space(ws *tools.Workspace) string { return filepath.Base(ws.Dir()) }
+
+func (js *jobs) lost(j tools.Job) bool {
+	return j.Running() && time.Since(j.Seen) > lostAfter*js.limits.Beat
+}
+
+// running counts the jobs of a space that run, on any replica.
+func (js *jobs) running(all []tools.Job) int {
+	n := 0
+	for _, j := range all {
+		if j.Running() && !js.lost(j) {
+			n++
+		}
+	}
+	return n
 }
 
 const startDesc = "Start a long-running command (a dev server, a watcher, a long build) in the background, in its own " +
@@ -103,29 +172,33 @@ type startArgs struct {
 	Command string `json:"command" jsonschema:"the command line, run by sh -c in /workspace"`
 }
 
-func (js *jobs) start(_ context.Context, ws *tools.Workspace, a startArgs) (tools.Result, error) {
+func (js *jobs) start(ctx context.Context, ws *tools.Workspace, a startArgs) (tools.Result, error) {
 	if strings.TrimSpace(a.Command) == "" {
 		return tools.Result{}, errors.New("command is empty")
 	}
-	dir := ws.Dir()
-	js.mu.Lock()
 	if js.ctx.Err() != nil {
-		js.mu.Unlock()
 		return tools.Result{}, errors.New("shutting down: no new jobs")
 	}
-	running := 0
-	for _, j := range js.all {
-		if _, r, _ := j.status(); r && j.dir == dir {
-			running++
-		}
+	dir, sp := ws.Dir(), space(ws)
+	adm := js.quota.admit(dir)
+	if adm.frozen {
+		return tools.Result{}, fmt.Errorf("%w, so no job was started: %s", ErrOverQuota, adm.frozenNote())
 	}
+	all, err := js.board.Jobs(ctx, sp)
+	if err != nil {
+		return tools.Result{}, fmt.Errorf("cannot see this channel's jobs, so no job was started: %w", err)
+	}
+	if js.cpuUsed(all, nil) >= js.limits.CPU {
+		return tools.Result{}, fmt.Errorf("%s, so no job was started; it frees up as the day's jobs age past 24 hours", js.cpuSpent())
+	}
+	running := js.running(all)
 	if running >= js.limits.PerChannel {
-		js.mu.Unlock()
 		return tools.Result{}, fmt.Errorf("this channel already runs %d jobs, its limit; stop one first (see jobs)", running)
 	}
-	js.next++
-	id := js.next
-	js.mu.Unlock()
+	id, err := js.board.NextJobID(ctx, sp)
+	if err != nil {
+		return tools.Result{}, fmt.Errorf("cannot number the job, so it was not started: %w", err)
+	}
 
 	logPath := fmt.Sprintf(".jobs/%d.log", id)
 	f, err := ws.Create(logPath)
@@ -135,19 +208,32 @@ func (js *jobs) start(_ context.Context, ws *tools.Workspace, a startArgs) (tool
 	out := &logWriter{f: f, max: js.limits.LogSize}
 	l := js.sb.Limits()
 	l.Timeout = js.limits.Lifetime
-	p, err := js.sb.Start(js.ctx, sandbox.Command{Dir: dir, Script: a.Command, Limits: l}, out)
+	c := sandbox.Command{Dir: dir, Script: a.Command, Limits: l}
+	adm.apply(&c) // the largest file it may write is what the workspace has left
+	p, err := js.sb.Start(js.ctx, c, out)
 	if err != nil {
 		f.Close()
 		return tools.Result{}, err
 	}
-	j := &job{id: id, dir: dir, command: a.Command, log: logPath, started: time.Now(), proc: p, out: out, done: make(chan struct{})}
+	j := &job{id: id, space: sp, dir: dir, command: a.Command, log: logPath, started: time.Now(), proc: p, out: out, done: make(chan struct{})}
+	if err := js.board.PutJob(ctx, sp, j.record(js.owner)); err != nil {
+		// A job nobody could see or stop from another replica must not run.
+		j.proc.Kill()
+		j.proc.Wait()
+		out.close()
+		return tools.Result{}, fmt.Errorf("cannot record the job, so it was stopped: %w", err)
+	}
 	js.mu.Lock()
-	js.all = append(js.all, j)
-	js.prune(dir)
+	js.local[j] = true
 	js.mu.Unlock()
+	js.beating.Do(func() {
+		js.wg.Add(1)
+		go js.beat()
+	})
+	js.prune(ctx, sp)
 	js.wg.Add(2)
 	go js.watch(j)
-	go js.police(j)
+	go js.police(j, adm)
 
 	text := fmt.Sprintf("Started job %d: %s\nIts output goes to %s. It is stopped after %s, or with stop.", id, a.Command, logPath, js.limits.Lifetime)
 	if js.sb.Kind() == sandbox.KindHost {
@@ -156,19 +242,21 @@ func (js *jobs) start(_ context.Context, ws *tools.Workspace, a startArgs) (tool
 	return tools.Result{Text: text, Summary: fmt.Sprintf("job %d started: %s", id, oneLine(a.Command, 60))}, nil
 }
 
-// watch waits for the job to end and records how.
+// watch waits for the job to end, records how, and tells the board.
 func (js *jobs) watch(j *job) {
 	defer js.wg.Done()
 	defer close(j.done)
 	res, err := j.proc.Wait()
 	j.out.close()
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	j.ended = time.Now()
+	j.cpu = max(j.cpu, res.CPU)
 	switch {
 	case j.over:
 		j.state = "stopped: it took the workspace over its quota"
-	case j.stopped:
+	case j.cpuOut:
+		j.state = "stopped: " + js.cpuSpent()
+	case j.stopped != "":
 		j.state = "stopped"
 	case js.ctx.Err() != nil:
 		j.state = "ended when firstmate stopped"
@@ -179,73 +267,194 @@ func (js *jobs) watch(j *job) {
 	default:
 		j.state = res.Status(js.limits.Lifetime)
 	}
+	j.mu.Unlock()
+	// The board must hear of the end even at shutdown, when js.ctx is done;
+	// if it cannot, the job shows as lost once its beats stop.
+	ctx, cancel := context.WithTimeout(context.Background(), boardWait)
+	js.board.PutJob(ctx, j.space, j.record(js.owner))
+	cancel()
+	js.mu.Lock()
+	delete(js.local, j)
+	js.mu.Unlock()
 }
 
-// police stops the job if the workspace goes over its quota while it runs
-// (the shell checks after each command; a job has no end to check after).
-func (js *jobs) police(j *job) {
+// beat writes this replica's running jobs to the board every Beat, so other
+// replicas see their output and that they are alive, and stops those that
+// someone asked to stop from another replica.
+func (js *jobs) beat() {
 	defer js.wg.Done()
-	t := time.NewTicker(js.limits.QuotaEvery)
+	t := time.NewTicker(js.limits.Beat)
 	defer t.Stop()
 	for {
 		select {
-		case <-j.done:
+		case <-js.ctx.Done():
 			return
 		case <-t.C:
-			if js.quota(j.dir) {
-				j.mu.Lock()
-				j.over = true
-				j.mu.Unlock()
-				j.proc.Kill()
-				return
-			}
+		}
+		js.mu.Lock()
+		bySpace := map[string][]*job{}
+		for j := range js.local {
+			bySpace[j.space] = append(bySpace[j.space], j)
+		}
+		js.mu.Unlock()
+		for sp, mine := range bySpace {
+			js.beatSpace(sp, mine)
 		}
 	}
 }
 
-// prune drops the oldest ended jobs of dir past keepEnded. js.mu is held.
-func (js *jobs) prune(dir string) {
+func (js *jobs) beatSpace(sp string, mine []*job) {
+	ctx, cancel := context.WithTimeout(js.ctx, boardWait)
+	defer cancel()
+	all, err := js.board.Jobs(ctx, sp)
+	if err != nil {
+		return // the next beat tries again
+	}
+	asked := map[int]string{}
+	for _, r := range all {
+		if r.StopAsked != "" && r.Owner == js.owner {
+			asked[r.ID] = r.StopAsked
+		}
+	}
+	for _, j := range mine {
+		if cpu := treeCPU(j.proc.Pid()); cpu > 0 {
+			j.mu.Lock()
+			j.cpu = max(j.cpu, cpu)
+			j.mu.Unlock()
+		}
+	}
+	spent := js.cpuUsed(all, mine) >= js.limits.CPU
+	for _, j := range mine {
+		if _, running, _ := j.status(); !running {
+			continue
+		}
+		if by := asked[j.id]; by != "" {
+			j.kill(by) // watch writes the end
+			continue
+		}
+		if spent {
+			j.mu.Lock()
+			j.cpuOut = true
+			j.mu.Unlock()
+			j.proc.Kill()
+			continue
+		}
+		js.board.PutJob(ctx, sp, j.record(js.owner))
+	}
+}
+
+// cpuDay is the window the channel's job CPU time is counted over.
+const cpuDay = 24 * time.Hour
+
+// cpuUsed is the CPU time of a space's jobs started in the last day: the
+// board's figures, with this replica's fresher ones for its own jobs.
+func (js *jobs) cpuUsed(all []tools.Job, mine []*job) time.Duration {
+	fresh := map[int]time.Duration{}
+	for _, j := range mine {
+		j.mu.Lock()
+		fresh[j.id] = j.cpu
+		j.mu.Unlock()
+	}
+	var sum time.Duration
+	for _, r := range all {
+		if time.Since(r.Started) > cpuDay {
+			continue
+		}
+		sum += max(r.CPU, fresh[r.ID])
+	}
+	return sum
+}
+
+func (js *jobs) cpuSpent() string {
+	return fmt.Sprintf("this channel's jobs used their %s of CPU time for the day", round(js.limits.CPU))
+}
+
+// police stops the job as soon as the workspace goes over its quota while
+// it runs (quota.guard samples statfs, and walks only near a cap).
+func (js *jobs) police(j *job, adm admission) {
+	defer js.wg.Done()
+	if js.quota.guard(j.done, adm) {
+		j.mu.Lock()
+		j.over = true
+		j.mu.Unlock()
+		j.proc.Kill()
+	}
+}
+
+// prune drops a space's oldest ended jobs past keepEnded from the board.
+func (js *jobs) prune(ctx context.Context, sp string) {
+	all, err := js.board.Jobs(ctx, sp)
+	if err != nil {
+		return
+	}
 	ended := 0
-	for i := len(js.all) - 1; i >= 0; i-- {
-		j := js.all[i]
-		if _, r, _ := j.status(); r || j.dir != dir {
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].Running() {
 			continue
 		}
 		if ended++; ended > keepEnded {
-			js.all = slices.Delete(js.all, i, i+1)
+			js.board.DropJob(ctx, sp, all[i].ID)
 		}
 	}
+}
+
+// mine returns this replica's job id of space sp, if it runs here.
+func (js *jobs) mine(sp string, id int) *job {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	for j := range js.local {
+		if j.space == sp && j.id == id {
+			return j
+		}
+	}
+	return nil
+}
+
+// describe is how jobs and stop name the state of r.
+func (js *jobs) describe(r tools.Job) (state string, took time.Duration) {
+	switch {
+	case !r.Running():
+		return r.State, r.Ended.Sub(r.Started)
+	case js.lost(r):
+		return fmt.Sprintf("lost: its replica (%s) stopped answering %s ago", r.Owner, round(time.Since(r.Seen))), r.Seen.Sub(r.Started)
+	case r.Owner != js.owner:
+		return "running on " + r.Owner, time.Since(r.Started)
+	}
+	return "running", time.Since(r.Started)
 }
 
 const jobsDesc = "List this channel's background jobs: id, state, how long they ran, the command, and the last lines of their output."
 
 type jobsArgs struct{}
 
-func (js *jobs) list(_ context.Context, ws *tools.Workspace, _ jobsArgs) (tools.Result, error) {
-	js.mu.Lock()
-	var mine []*job
-	for _, j := range js.all {
-		if j.dir == ws.Dir() {
-			mine = append(mine, j)
-		}
+func (js *jobs) list(ctx context.Context, ws *tools.Workspace, _ jobsArgs) (tools.Result, error) {
+	sp := space(ws)
+	all, err := js.board.Jobs(ctx, sp)
+	if err != nil {
+		return tools.Result{}, fmt.Errorf("cannot list this channel's jobs: %w", err)
 	}
-	js.mu.Unlock()
-	if len(mine) == 0 {
+	if len(all) == 0 {
 		return tools.Result{Text: "No background jobs in this channel.", Summary: "no jobs"}, nil
 	}
 	var b strings.Builder
 	running := 0
-	for _, j := range mine {
-		state, r, took := j.status()
-		if r {
+	for _, r := range all {
+		state, took := js.describe(r)
+		tail := r.Tail
+		if j := js.mine(sp, r.ID); j != nil {
+			// Fresher than the board's, which is a beat old.
+			tail = j.out.lastLines(5)
+			state, _, took = j.status()
+		}
+		if r.Running() && !js.lost(r) {
 			running++
 		}
-		fmt.Fprintf(&b, "job %d · %s · %s · %s · log %s\n", j.id, state, round(took), oneLine(j.command, 120), j.log)
-		for _, line := range j.out.lastLines(5) {
+		fmt.Fprintf(&b, "job %d · %s · %s · %s · log %s\n", r.ID, state, round(took), oneLine(r.Command, 120), r.Log)
+		for _, line := range tail {
 			fmt.Fprintf(&b, "    %s\n", line)
 		}
 	}
-	return tools.Result{Text: b.String(), Summary: fmt.Sprintf("%d jobs, %d running", len(mine), running)}, nil
+	return tools.Result{Text: b.String(), Summary: fmt.Sprintf("%d jobs, %d running", len(all), running)}, nil
 }
 
 const stopDesc = "Stop a background job of this channel, and every process it started."
@@ -259,31 +468,83 @@ func (js *jobs) stop(ctx context.Context, ws *tools.Workspace, a stopArgs) (tool
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("%q is not a job id; jobs lists them", a.ID)
 	}
-	js.mu.Lock()
-	var j *job
-	for _, c := range js.all {
-		if c.id == id && c.dir == ws.Dir() {
-			j = c
+	sp := space(ws)
+	if j := js.mine(sp, id); j != nil {
+		return js.stopHere(ctx, j)
+	}
+	all, err := js.board.Jobs(ctx, sp)
+	if err != nil {
+		return tools.Result{}, fmt.Errorf("cannot see this channel's jobs: %w", err)
+	}
+	var r *tools.Job
+	for i := range all {
+		if all[i].ID == id {
+			r = &all[i]
 		}
 	}
-	js.mu.Unlock()
-	if j == nil {
+	switch {
+	case r == nil:
 		return tools.Result{}, fmt.Errorf("this channel has no job %d; jobs lists them", id)
+	case !r.Running():
+		return tools.Result{Text: fmt.Sprintf("Job %d had already ended: %s.", id, r.State), Summary: fmt.Sprintf("job %d had ended", id)}, nil
+	case js.lost(*r):
+		// Its replica is gone, and its processes went with it.
+		state, _ := js.describe(*r)
+		r.State, r.Ended = state, r.Seen
+		if err := js.board.PutJob(ctx, sp, *r); err != nil {
+			return tools.Result{}, err
+		}
+		return tools.Result{Text: fmt.Sprintf("Job %d is not running: %s; its processes ended with it.", id, state),
+			Summary: fmt.Sprintf("job %d was lost", id)}, nil
 	}
+	return js.stopThere(ctx, sp, *r)
+}
+
+// stopHere stops a job that runs on this replica.
+func (js *jobs) stopHere(ctx context.Context, j *job) (tools.Result, error) {
 	if state, r, _ := j.status(); !r {
-		return tools.Result{Text: fmt.Sprintf("Job %d had already ended: %s.", id, state), Summary: fmt.Sprintf("job %d had ended", id)}, nil
+		return tools.Result{Text: fmt.Sprintf("Job %d had already ended: %s.", j.id, state), Summary: fmt.Sprintf("job %d had ended", j.id)}, nil
 	}
-	j.mu.Lock()
-	j.stopped = true
-	j.mu.Unlock()
-	j.proc.Kill()
+	j.kill(js.owner)
 	select {
 	case <-j.done:
 	case <-ctx.Done():
 		return tools.Result{}, ctx.Err()
 	}
 	_, _, took := j.status()
-	return tools.Result{Text: fmt.Sprintf("Stopped job %d after %s.", id, round(took)), Summary: fmt.Sprintf("job %d stopped", id)}, nil
+	return tools.Result{Text: fmt.Sprintf("Stopped job %d after %s.", j.id, round(took)), Summary: fmt.Sprintf("job %d stopped", j.id)}, nil
+}
+
+// stopThere asks the replica that runs r to stop it, and waits a few beats
+// for it to say the job ended.
+func (js *jobs) stopThere(ctx context.Context, sp string, r tools.Job) (tools.Result, error) {
+	if err := js.board.AskStop(ctx, sp, r.ID, js.owner); err != nil {
+		return tools.Result{}, fmt.Errorf("cannot ask %s to stop job %d: %w", r.Owner, r.ID, err)
+	}
+	wait := time.NewTimer(3*js.limits.Beat + boardWait)
+	defer wait.Stop()
+	poll := time.NewTicker(min(js.limits.Beat/4, 250*time.Millisecond))
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return tools.Result{}, ctx.Err()
+		case <-wait.C:
+			return tools.Result{Text: fmt.Sprintf("Asked %s, the replica running job %d, to stop it; it has not confirmed yet. jobs shows when it has.", r.Owner, r.ID),
+				Summary: fmt.Sprintf("job %d: stop asked", r.ID)}, nil
+		case <-poll.C:
+		}
+		all, err := js.board.Jobs(ctx, sp)
+		if err != nil {
+			continue
+		}
+		for _, now := range all {
+			if now.ID == r.ID && !now.Running() {
+				return tools.Result{Text: fmt.Sprintf("Stopped job %d (it ran on %s) after %s.", r.ID, r.Owner, round(now.Ended.Sub(now.Started))),
+					Summary: fmt.Sprintf("job %d stopped", r.ID)}, nil
+			}
+		}
+	}
 }
 
 // logWriter writes a job's output to its log, starting the file over when

@@ -8,11 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/firstmate/firstmate/tools"
@@ -25,22 +21,33 @@ type Config struct {
 	// MaxTimeout caps the timeout a call may ask for; the sandbox's
 	// Limits.Timeout is the default.
 	MaxTimeout time.Duration
-	// Quota is the most a workspace may hold, checked after each command;
-	// over it, commands run but no file can grow until it is cleaned up.
-	Quota int64
-	Jobs  JobLimits
+	// Quota (bytes) and QuotaFiles (entries: files, directories, links)
+	// are the most a workspace may hold. A command or job that takes it
+	// over either is stopped; over it, commands run but no file can grow
+	// or be created until it is cleaned up.
+	Quota      int64
+	QuotaFiles int64
+	Jobs       JobLimits
+	// Board keeps the background jobs where every replica sees them (the
+	// store); nil keeps them in this process.
+	Board tools.JobBoard
+	// Owner names this replica on the board (the dispatcher's lease
+	// owner); "" uses the host name and process ID.
+	Owner string
 }
 
-// DefaultQuota is the workspace quota when Config.Quota is zero.
-const DefaultQuota = 1 << 30
+// DefaultQuota and DefaultQuotaFiles are the workspace quota where
+// Config leaves it zero.
+const (
+	DefaultQuota      = 1 << 30
+	DefaultQuotaFiles = 100_000
+)
 
 // Shell holds the shell tools and the background jobs they started.
 type Shell struct {
-	cfg  Config
-	jobs *jobs
-
-	mu   sync.Mutex
-	over map[string]bool // workspace dir → over its quota at the last check
+	cfg   Config
+	jobs  *jobs
+	quota *quota
 }
 
 // New returns the shell tools over sb.
@@ -52,8 +59,14 @@ func New(cfg Config) *Shell {
 	if cfg.Quota <= 0 {
 		cfg.Quota = DefaultQuota
 	}
-	s := &Shell{cfg: cfg, over: map[string]bool{}}
-	s.jobs = newJobs(cfg.Sandbox, cfg.Jobs.withDefaults(), func(dir string) bool { return s.quotaAfter(dir) != "" })
+	if cfg.QuotaFiles <= 0 {
+		cfg.QuotaFiles = DefaultQuotaFiles
+	}
+	// Landlock is what forbids creating files over quota; the helper runs
+	// on this kernel, so asking it here is asking the sandbox's.
+	noCreate := cfg.Sandbox != nil && cfg.Sandbox.Kind() == sandbox.KindNamespaces && landlockABI() > 0
+	s := &Shell{cfg: cfg, quota: newQuota(Usage{cfg.Quota, cfg.QuotaFiles}, noCreate)}
+	s.jobs = newJobs(cfg.Sandbox, cfg.Jobs.withDefaults(), s.quota, cfg.Board, cfg.Owner)
 	return s
 }
 
@@ -63,7 +76,7 @@ var Names = []string{"jobs", "shell", "start", "stop"}
 // Tools returns shell, start, jobs and stop.
 func (s *Shell) Tools() []tools.Tool {
 	return []tools.Tool{
-		tools.New("shell", shellDesc, s.shell),
+		tools.New("shell", s.shellDesc(), s.shell),
 		tools.New("start", startDesc, s.jobs.start),
 		tools.New("jobs", jobsDesc, s.jobs.list),
 		tools.New("stop", stopDesc, s.jobs.stop),
@@ -73,10 +86,18 @@ func (s *Shell) Tools() []tools.Tool {
 // Close stops every background job and waits for them to end.
 func (s *Shell) Close() { s.jobs.close() }
 
-const shellDesc = "Run a shell command (sh -c) in a fresh sandbox. The channel's workspace is /workspace " +
-	"(the working directory and HOME); /tmp is scratch space that is emptied after the command; /usr is " +
-	"read-only; there is no network. stdout and stderr are returned together, capped. Each call is a new " +
-	"sandbox: nothing but files in /workspace survives it. For servers and other long-running commands use start."
+// shellDesc tells the model what a command may use, the quota included:
+// it should not learn the caps by running into them.
+func (s *Shell) shellDesc() string {
+	return "Run a shell command (sh -c) in a fresh sandbox. The channel's workspace is /workspace " +
+		"(the working directory and HOME); /tmp is scratch space that is emptied after the command; /usr is " +
+		"read-only; there is no network. stdout and stderr are returned together, capped. Each call is a new " +
+		"sandbox: nothing but files in /workspace survives it. " +
+		fmt.Sprintf("The workspace may hold at most %s in %s files (directories and links count as files); ",
+			tools.FormatSize(s.cfg.Quota), thousands(s.cfg.QuotaFiles)) +
+		"a command or job that takes it over either is stopped, and until files are deleted no file can grow or be created. " +
+		"For servers and other long-running commands use start."
+}
 
 type shellArgs struct {
 	Command string `json:"command" jsonschema:"the command line, run by sh -c in /workspace"`
@@ -91,8 +112,10 @@ func (s *Shell) shell(ctx context.Context, ws *tools.Workspace, a shellArgs) (to
 	if a.Timeout > 0 {
 		l.Timeout = min(time.Duration(a.Timeout)*time.Second, s.cfg.MaxTimeout)
 	}
-	noGrow, note := s.quotaBefore(ws.Dir())
-	res, err := s.cfg.Sandbox.Run(ctx, sandbox.Command{Dir: ws.Dir(), Script: a.Command, Limits: l, NoGrow: noGrow})
+	before := s.quota.admit(ws.Dir())
+	c := sandbox.Command{Dir: ws.Dir(), Script: a.Command, Limits: l}
+	before.apply(&c)
+	res, over, err := s.run(ctx, c, before)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -105,18 +128,19 @@ func (s *Shell) shell(ctx context.Context, ws *tools.Workspace, a shellArgs) (to
 		b.WriteByte('\n')
 	}
 	status := res.Status(l.Timeout)
+	if over {
+		status = "stopped: it took the workspace over its quota"
+		if before.frozen {
+			status = "stopped: it grew the workspace while it was over its quota"
+		}
+	}
 	fmt.Fprintf(&b, "[%s · %s", status, round(res.Took))
 	if res.Cut > 0 {
 		fmt.Fprintf(&b, " · %s of output, %s cut from the middle", tools.FormatSize(res.Total), tools.FormatSize(res.Cut))
 	}
 	b.WriteString("]")
-	switch q := s.quotaAfter(ws.Dir()); {
-	case q != "" && note != "":
+	if note := afterNote(before, s.quota.admit(ws.Dir())); note != "" {
 		b.WriteString("\n" + note)
-	case q != "":
-		b.WriteString("\n" + q)
-	case note != "":
-		fmt.Fprintf(&b, "\nThe workspace is back under its %s quota; files can grow again.", tools.FormatSize(s.cfg.Quota))
 	}
 	summary := oneLine(a.Command, 60) + " → " + status // the thread shows the time itself
 	if s.cfg.Sandbox.Kind() == sandbox.KindHost {
@@ -125,65 +149,34 @@ func (s *Shell) shell(ctx context.Context, ws *tools.Workspace, a shellArgs) (to
 	return tools.Result{Text: b.String(), Summary: summary}, nil
 }
 
+// run runs c, killing it at once if the workspace goes over its quota
+// meanwhile (over is then true).
+func (s *Shell) run(ctx context.Context, c sandbox.Command, a admission) (res sandbox.Result, over bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done, tripped := make(chan struct{}), make(chan bool, 1)
+	go func() {
+		o := s.quota.guard(done, a)
+		if o {
+			cancel()
+		}
+		tripped <- o
+	}()
+	res, err = s.cfg.Sandbox.Run(ctx, c)
+	close(done)
+	if <-tripped {
+		return res, true, nil
+	}
+	return res, false, err
+}
+
 const hostWarning = "⚠ This command ran on the host WITHOUT a sandbox (the operator set FIRSTMATE_UNSAFE_HOST_SHELL=1)."
 
-// quotaBefore says whether the workspace is still over its quota (checked
-// again only when it was over at the last look).
-func (s *Shell) quotaBefore(dir string) (noGrow bool, note string) {
-	s.mu.Lock()
-	over := s.over[dir]
-	s.mu.Unlock()
-	if !over {
-		return false, ""
-	}
-	used := usage(dir)
-	if used <= s.cfg.Quota {
-		s.setOver(dir, false)
-		return false, ""
-	}
-	return true, fmt.Sprintf("The workspace holds %s, over its %s quota, so this command could not grow any file; delete files to get under it.",
-		tools.FormatSize(used), tools.FormatSize(s.cfg.Quota))
-}
-
-// quotaAfter measures the workspace after a command and says so if it is
-// over its quota.
-func (s *Shell) quotaAfter(dir string) string {
-	used := usage(dir)
-	over := used > s.cfg.Quota
-	s.setOver(dir, over)
-	if !over {
-		return ""
-	}
-	return fmt.Sprintf("The workspace now holds %s, over its %s quota: until files are deleted, commands cannot grow any file.",
-		tools.FormatSize(used), tools.FormatSize(s.cfg.Quota))
-}
-
-func (s *Shell) setOver(dir string, over bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if over {
-		s.over[dir] = true
-	} else {
-		delete(s.over, dir)
-	}
-}
-
-// usage is the disk space the files under dir take (like du: allocated
-// blocks, so a sparse file counts for what it really uses).
-func usage(dir string) int64 {
-	var n int64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if fi, err := d.Info(); err == nil {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				n += st.Blocks * 512
-			}
-		}
-		return nil
-	})
-	return n
+// QuotaEnforcement says, for an operator (firstmate doctor), how the
+// workspace quota is enforced on this host for workspaces under dir (the
+// data dir's workspaces directory; it need not exist yet).
+func (s *Shell) QuotaEnforcement(dir string) string {
+	return s.quota.enforcement(dir, s.cfg.Sandbox.Kind())
 }
 
 func round(d time.Duration) string {

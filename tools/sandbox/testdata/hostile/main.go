@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
 	"unsafe"
@@ -29,7 +30,12 @@ const usage = `usage:
   hostile syscall NAME            one of the names in syscalls
   hostile clone user|mount|net|pid|ipc|uts|cgroup
   hostile tty                     open the controlling terminal, push a byte into its input
-  hostile x32                     a system call through the x32 ABI`
+  hostile x32                     a system call through the x32 ABI
+  hostile socket FAMILY           socket(2) of a family in families
+  hostile socketpair FAMILY       socketpair(2) of a family in families
+  hostile alloc MIB               map MIB MiB of private memory and touch every page
+  hostile sched                   print this process's nice value and policy (always ok)
+  hostile renice N                set this process's nice value to N`
 
 func main() {
 	if len(os.Args) < 2 {
@@ -65,6 +71,17 @@ func main() {
 		err = clone(args[0])
 	case "tty":
 		err = tty()
+	case "socket", "socketpair":
+		if len(args) != 1 {
+			badUsage()
+		}
+		err = socket(os.Args[1] == "socketpair", args[0])
+	case "alloc":
+		err = alloc(intArg(args))
+	case "sched":
+		err = sched()
+	case "renice":
+		err = unix.Setpriority(unix.PRIO_PROCESS, 0, intArg(args))
 	case "x32":
 		// The x32 ABI shares x86-64's audit arch; only bit 30 of the
 		// number tells it apart. The filter must kill the process here.
@@ -74,6 +91,18 @@ func main() {
 		badUsage()
 	}
 	os.Exit(report(err))
+}
+
+// intArg is the one argument, a number.
+func intArg(args []string) int {
+	if len(args) != 1 {
+		badUsage()
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil {
+		badUsage()
+	}
+	return n
 }
 
 func badUsage() {
@@ -283,4 +312,67 @@ func tty() error {
 	b := byte('#')
 	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TIOCSTI, uintptr(unsafe.Pointer(&b)))
 	return errnoErr(e)
+}
+
+// families are what socket and socketpair try, each with a type and
+// protocol the family supports, so that only a filter or a missing
+// privilege makes the call fail.
+var families = map[string][3]int{
+	"unix":      {unix.AF_UNIX, unix.SOCK_STREAM, 0},
+	"inet":      {unix.AF_INET, unix.SOCK_STREAM, 0},
+	"inet6":     {unix.AF_INET6, unix.SOCK_DGRAM, 0},
+	"netlink":   {unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE},
+	"vsock":     {unix.AF_VSOCK, unix.SOCK_STREAM, 0},
+	"packet":    {unix.AF_PACKET, unix.SOCK_DGRAM, 0},
+	"bluetooth": {unix.AF_BLUETOOTH, unix.SOCK_STREAM, unix.BTPROTO_RFCOMM},
+	"alg":       {unix.AF_ALG, unix.SOCK_SEQPACKET, 0},
+}
+
+func socket(pair bool, family string) error {
+	f, ok := families[family]
+	if !ok {
+		badUsage()
+	}
+	if pair {
+		fds, err := unix.Socketpair(f[0], f[1]|unix.SOCK_CLOEXEC, f[2])
+		if err == nil {
+			unix.Close(fds[0])
+			unix.Close(fds[1])
+		}
+		return err
+	}
+	fd, err := unix.Socket(f[0], f[1]|unix.SOCK_CLOEXEC, f[2])
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// alloc maps mib MiB of private anonymous memory, the kind malloc and
+// every runtime's heap are made of, and writes to every page of it so
+// that it is really held.
+func alloc(mib int) error {
+	b, err := unix.Mmap(-1, 0, mib<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < len(b); i += os.Getpagesize() {
+		b[i] = 1
+	}
+	return unix.Munmap(b)
+}
+
+var policies = map[uint32]string{
+	unix.SCHED_NORMAL: "SCHED_OTHER", unix.SCHED_FIFO: "SCHED_FIFO", unix.SCHED_RR: "SCHED_RR",
+	unix.SCHED_BATCH: "SCHED_BATCH", unix.SCHED_IDLE: "SCHED_IDLE", unix.SCHED_DEADLINE: "SCHED_DEADLINE",
+}
+
+// sched prints "nice N POLICY" for this process.
+func sched() error {
+	a, err := unix.SchedGetAttr(0, 0)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("nice %d %s\n", a.Nice, policies[a.Policy])
+	return nil
 }
