@@ -79,8 +79,8 @@ type job struct {
 	ended   time.Time
 	stopped string        // who stopped it, if someone did
 	cpu     time.Duration // its processes' CPU time at the last look
-	over    bool   // stopped for taking the workspace over its quota
-	cpuOut  bool   // stopped when the channel's jobs used their CPU time
+	over    bool          // stopped for taking the workspace over its quota
+	cpuOut  bool          // stopped when the channel's jobs used their CPU time
 }
 
 func (j *job) status() (state string, running bool, took time.Duration) {
