@@ -132,15 +132,15 @@ func (b *Bucket) full(now time.Time) bool {
 }
 
 // Buckets keeps one bucket per conversation (a chat, a channel), made on
-// first use. Buckets that refilled are forgotten now and then, so the set
-// does not grow with every chat the bot ever saw.
+// first use. Once there are many, the ones that refilled are forgotten
+// every minute, so the set does not grow with every chat the bot ever saw.
 type Buckets struct {
 	every time.Duration
 	burst int
 
 	mu    sync.Mutex
 	m     map[string]*Bucket
-	swept time.Time
+	sweep *time.Timer // set while a sweep is due
 }
 
 // NewBuckets returns a set of buckets that each refill one token every
@@ -149,28 +149,43 @@ func NewBuckets(every time.Duration, burst int) *Buckets {
 	return &Buckets{every: every, burst: burst, m: map[string]*Bucket{}}
 }
 
+// sweepAbove is how many buckets the set holds before it sweeps.
+const sweepAbove = 1024
+
 // Get returns key's bucket.
 func (s *Buckets) Get(key string) *Bucket {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	if len(s.m) > 1024 && now.Sub(s.swept) > time.Minute {
-		// Into a new map: a Go map keeps the room it grew to.
-		s.swept = now
-		kept := map[string]*Bucket{}
-		for k, b := range s.m {
-			if !b.full(now) {
-				kept[k] = b
-			}
-		}
-		s.m = kept
-	}
 	b, ok := s.m[key]
 	if !ok {
 		b = NewBucket(s.every, s.burst)
 		s.m[key] = b
+		if len(s.m) > sweepAbove && s.sweep == nil {
+			// On a timer, not on the next Get: after a burst there may
+			// be none for a long time.
+			s.sweep = time.AfterFunc(time.Minute, s.forget)
+		}
 	}
 	return b
+}
+
+// forget drops the buckets that refilled, into a new map: a Go map keeps
+// the room it grew to.
+func (s *Buckets) forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	kept := map[string]*Bucket{}
+	for k, b := range s.m {
+		if !b.full(now) {
+			kept[k] = b
+		}
+	}
+	s.m = kept
+	s.sweep = nil
+	if len(s.m) > sweepAbove {
+		s.sweep = time.AfterFunc(time.Minute, s.forget)
+	}
 }
 
 // delayOf is how long until every bucket in bs can give a token;

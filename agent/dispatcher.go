@@ -440,7 +440,9 @@ func (d *Dispatcher) work(ctx context.Context) {
 			return
 		}
 		key := d.queue[0]
-		d.queue = d.queue[1:]
+		if d.queue = d.queue[1:]; len(d.queue) == 0 {
+			d.queue = nil // let go of the array a burst grew
+		}
 		s := d.sessions[key]
 		s.running = true
 		d.mu.Unlock()
