@@ -52,6 +52,16 @@ type Console struct {
 	midLine   bool // streamed text left the cursor mid-line
 	afterStep bool // the last line printed was a step: the text's paragraph break is not needed
 	color     bool
+	failures  int // turns that ended in a failure, and messages that could not be sent
+}
+
+// Failures counts the turns that failed (the model could not be reached,
+// a limit ended them, …) and the messages that could not be sent, so that
+// a scripted chat can end with a failing status.
+func (c *Console) Failures() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failures
 }
 
 // New returns a console that writes to out; color adds ANSI dim/green/red.
@@ -124,6 +134,7 @@ func (c *Console) Post(_ context.Context, p adapters.Part) (adapters.MessageID, 
 	text := p.Text
 	if p.Markup == markupFailure {
 		text = c.paint("31", text)
+		c.failures++
 	}
 	_, err := io.WriteString(c.out, strings.TrimRight(text, "\n")+"\n")
 	c.afterStep = false
@@ -251,6 +262,10 @@ type Options struct {
 	Interactive bool             // a person at a terminal: prompt, allow /stop mid-turn
 	Interrupts  <-chan os.Signal // Ctrl-C: the first stops the turn, a second exits
 	User        agent.User
+	// Echo prints each message read as "> text" before its answer, so that
+	// the output of scripted input reads as a conversation (a terminal
+	// shows what was typed already).
+	Echo bool
 }
 
 // Run chats until the input ends, /quit, or a second interrupt. In
@@ -369,6 +384,9 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 				}
 				continue
 			}
+			if opt.Echo {
+				c.say("> " + text)
+			}
 			if text == "/quit" || text == "/exit" {
 				return nil
 			}
@@ -382,6 +400,9 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 					return nil
 				}
 				c.say("could not send: " + err.Error())
+				c.mu.Lock()
+				c.failures++
+				c.mu.Unlock()
 				continue
 			}
 			if !busy {

@@ -2,8 +2,10 @@
 //
 // A value comes from, in rising order of precedence: the built-in defaults
 // ([Default]), one YAML file (the --config flag, else FIRSTMATE_CONFIG,
-// else none), and environment variables. deploy/firstmate.example.yaml
-// documents every key; the environment variables are:
+// else the first of [DefaultFiles] that exists, which commands find with
+// [FindFile], else none), and environment variables.
+// deploy/firstmate.example.yaml documents every key; the environment
+// variables are:
 //
 //	OPENAI_API_KEY        llm.api_key
 //	OPENAI_BASE_URL       llm.base_url (http or https; normally ends in /v1)
@@ -211,8 +213,10 @@ type Shell struct {
 	FileMB     int           `yaml:"file_mb" json:"file_mb"`         // the largest file a command may write
 	Processes  int           `yaml:"processes" json:"processes"`     // processes and threads per command
 	OpenFiles  int           `yaml:"open_files" json:"open_files"`   // open files per process
-	// MemoryMB is a command's memory.max, where a cgroup v2 subtree with
-	// the memory controller is delegated to firstmate.
+	// MemoryMB bounds a command's memory: its cgroup's memory.max where a
+	// cgroup v2 subtree with the memory controller is delegated to
+	// firstmate, else each process's RLIMIT_DATA. /tmp holds at most half
+	// of it.
 	MemoryMB int `yaml:"memory_mb" json:"memory_mb"`
 	// Helper is the sandbox helper binary (firstmate-sandbox). Empty: the
 	// one next to the firstmate binary if there is one, else firstmate
@@ -225,6 +229,9 @@ type Shell struct {
 type Jobs struct {
 	PerChannel int           `yaml:"per_channel" json:"per_channel"` // running at once
 	Lifetime   time.Duration `yaml:"lifetime" json:"lifetime"`       // a job is stopped after this
+	// CPU is the CPU time a channel's jobs may use together in a day (on
+	// every replica); past it they are stopped and no job starts.
+	CPU time.Duration `yaml:"cpu" json:"cpu"`
 }
 
 // Web configures fetch and search.
@@ -358,7 +365,7 @@ func Default() *Config {
 		Shell: Shell{
 			Timeout: time.Minute, MaxTimeout: 10 * time.Minute, OutputKB: 64, QuotaMB: 1024, QuotaFiles: 100_000,
 			TmpMB: 256, FileMB: 1024, Processes: 256, OpenFiles: 1024, MemoryMB: 1024,
-			Jobs: Jobs{PerChannel: 3, Lifetime: time.Hour},
+			Jobs: Jobs{PerChannel: 3, Lifetime: time.Hour, CPU: time.Hour},
 		},
 		Web: Web{
 			Fetch:  Fetch{AllowNetworks: []string{}, Ports: []int{}, Timeout: 30 * time.Second, MaxBodyMB: 5},
@@ -392,6 +399,25 @@ type Problem struct {
 	File string // the config file, when the value came from it
 	Line int    // the line in File, when known
 	Msg  string // what is wrong and how to fix it
+
+	// path is the YAML path even when Key names a variable; "" when the
+	// problem is with no one key (a second YAML document).
+	path string
+}
+
+// Path is the YAML path of the value at fault ("slack.bot_token"), also
+// when an environment variable set it; "" when no one key is.
+func (p *Problem) Path() string { return p.path }
+
+// Platform is "slack" or "telegram" when the problem is in that platform's
+// settings, which only serve uses (chat may go on without them), else "".
+func (p *Problem) Platform() string {
+	for _, name := range []string{"slack", "telegram"} {
+		if p.path == name || strings.HasPrefix(p.path, name+".") {
+			return name
+		}
+	}
+	return ""
 }
 
 func (p *Problem) Error() string {
@@ -635,7 +661,7 @@ func (c *Config) applyEnv(env func(string) (string, bool)) []error {
 		}
 		c.meta.env[e.key] = e.name
 		for _, err := range e.set(c, v) {
-			probs = append(probs, &Problem{Key: e.name, Msg: err.Error()})
+			probs = append(probs, &Problem{Key: e.name, Msg: err.Error(), path: e.key})
 		}
 	}
 	return probs
@@ -701,7 +727,7 @@ func defaultDataDir(env func(string) (string, bool)) string {
 // the environment variable that set it, or by the key with the file and
 // line it came from.
 func (c *Config) problem(key, format string, args ...any) *Problem {
-	p := &Problem{Key: key, Msg: fmt.Sprintf(format, args...)}
+	p := &Problem{Key: key, Msg: fmt.Sprintf(format, args...), path: key}
 	if c.meta == nil {
 		return p
 	}

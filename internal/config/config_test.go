@@ -92,7 +92,7 @@ func TestDefaults(t *testing.T) {
 		Tools:   Tools{Default: agent.ToolAllow},
 		Sandbox: "auto",
 		Shell: Shell{Timeout: time.Minute, MaxTimeout: 10 * time.Minute, OutputKB: 64, QuotaMB: 1024, QuotaFiles: 100_000, TmpMB: 256,
-			FileMB: 1024, Processes: 256, OpenFiles: 1024, MemoryMB: 1024, Jobs: Jobs{PerChannel: 3, Lifetime: time.Hour}},
+			FileMB: 1024, Processes: 256, OpenFiles: 1024, MemoryMB: 1024, Jobs: Jobs{PerChannel: 3, Lifetime: time.Hour, CPU: time.Hour}},
 		Web: Web{
 			Fetch:  Fetch{AllowNetworks: []string{}, Ports: []int{}, Timeout: 30 * time.Second, MaxBodyMB: 5},
 			Search: Search{Kind: "searxng"},

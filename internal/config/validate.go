@@ -121,7 +121,7 @@ func (v *validator) store() {
 func (v *validator) shell() {
 	v.oneOf("sandbox", v.c.Sandbox, "auto", "namespaces", "off")
 	s := &v.c.Shell
-	for key, d := range map[string]time.Duration{"shell.timeout": s.Timeout, "shell.max_timeout": s.MaxTimeout, "shell.jobs.lifetime": s.Jobs.Lifetime} {
+	for key, d := range map[string]time.Duration{"shell.timeout": s.Timeout, "shell.max_timeout": s.MaxTimeout, "shell.jobs.lifetime": s.Jobs.Lifetime, "shell.jobs.cpu": s.Jobs.CPU} {
 		if d <= 0 {
 			v.add(key, "%v must be positive, such as 1m", d)
 		}

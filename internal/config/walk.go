@@ -27,7 +27,7 @@ type fileCheck struct {
 }
 
 func (fc *fileCheck) add(key string, line int, format string, args ...any) {
-	fc.probs = append(fc.probs, &Problem{Key: key, File: fc.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+	fc.probs = append(fc.probs, &Problem{Key: key, File: fc.file, Line: line, Msg: fmt.Sprintf(format, args...), path: key})
 }
 
 func (fc *fileCheck) walk(n *yaml.Node, t reflect.Type, path string) {
