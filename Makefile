@@ -1,5 +1,5 @@
-# The commands README.md gives; .ci/run calls `make test`.
-.PHONY: test build bench fuzz check-deploy release
+# The commands README.md gives; .ci/run calls `make lint` and `make test`.
+.PHONY: test lint build bench fuzz check-deploy release
 
 test:
 	go vet ./...
@@ -12,6 +12,30 @@ build:
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
+
+# Every fuzz target of the module for FUZZTIME each (make fuzz FUZZTIME=5m
+# for a longer run). go test -fuzz takes one package and one target a run,
+# so the targets are found in the packages' test files.
+FUZZTIME ?= 10s
+
+fuzz:
+	set -e; go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do \
+		for f in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$dir"/*_test.go 2>/dev/null); do \
+			echo "fuzz: $$pkg $$f"; \
+			go test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+		done; \
+	done
+
+# Formatting and staticcheck, which .ci/run runs before the tests.
+# staticcheck runs from the module proxy at a fixed version, so that go.mod
+# does not depend on it.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+lint:
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then \
+		echo "gofmt -l: these files need gofmt -w:"; echo "$$unformatted"; exit 1; fi
+	go run $(STATICCHECK) ./...
+	cd deploy/check && go run $(STATICCHECK) ./...
 
 # What deploy/ ships (Dockerfile, compose file, Helm chart, seccomp profile,
 # systemd unit), checked by a module of its own so that the main module

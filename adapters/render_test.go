@@ -215,7 +215,7 @@ func (s terminal) Stream(_ context.Context, md string) (Stream, error) {
 	if err := s.record("stream", "", md); err != nil {
 		return nil, err
 	}
-	return fakeStream{s.fake}, nil
+	return fakeStream(s), nil
 }
 
 func slackPace() Pace {

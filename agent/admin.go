@@ -47,7 +47,7 @@ func ChangePolicy(ctx context.Context, st Store, channel SessionKey, by string, 
 				if _, err := ParseRuleName(GroupRule(g), known); err != nil {
 					return ChannelSettings{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 				}
-			} else if !slices.Contains(known, rule) {
+			} else if _, skill := IsSkillRule(rule); !skill && !slices.Contains(known, rule) {
 				return ChannelSettings{}, fmt.Errorf("%w: no tool %q here", ErrInvalid, rule)
 			}
 		}

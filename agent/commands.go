@@ -68,13 +68,16 @@ var commands = []Command{
 		return text("Done: I have forgotten this thread's conversation. The workspace files are still there.", nil)
 	}},
 	{Name: "tools", Summary: "this channel's tool policy; admins change it", Args: "[exec=ask web=deny …]", shaped: rulesShaped, run: toolsCommand},
-	{Name: "why", Summary: "why a tool is or is not available here", Args: "TOOL", shaped: toolShaped, run: func(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
+	{Name: "why", Summary: "why a tool (or skill:NAME) is or is not available here", Args: "TOOL", shaped: toolShaped, run: func(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
 		if args == "" {
 			return text("Say which tool: why shell", nil)
 		}
 		p, err := d.policy(ctx, in.Key)
 		if err != nil {
 			return Notice{}, err
+		}
+		if name, ok := IsSkillRule(strings.ToLower(strings.TrimSpace(args))); ok {
+			return text(explainSkill(p, name, d.skillTool()), nil)
 		}
 		return text(explain(p, strings.ToLower(strings.TrimSpace(args)), d.knownTools()), nil)
 	}},
@@ -95,6 +98,10 @@ var commands = []Command{
 		}
 		return text(s, nil)
 	}},
+	{Name: "schedule", Summary: "post a prompt here later: in 90m, at 09:00, or on a cron", Args: "in|at|cron WHEN PROMPT", shaped: scheduleShaped,
+		seenFirst: true, run: scheduleCommand}, // a redelivery must not make a second schedule
+	{Name: "schedules", Summary: "this channel's schedules and waits (yours; admins see all)", run: schedulesCommand},
+	{Name: "unschedule", Summary: "remove a schedule (yours; admins any of this channel's)", Args: "ID", shaped: scheduleIDShaped, run: unscheduleCommand},
 	{Name: "pair", Summary: "approve a pairing code someone was given", Args: "CODE", Who: Admins, shaped: IsCode, run: func(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
 		if !IsCode(args) {
 			return text("Send the code as it was given, like: pair K7QP-M2XD", nil)
@@ -134,7 +141,11 @@ func toolsCommand(ctx context.Context, d *Dispatcher, in Inbound, args string) (
 		if err != nil {
 			return Notice{}, err
 		}
-		return Notice{Text: describePolicy(v), Policy: &v}, nil
+		s := describePolicy(v)
+		if p, err := d.policy(ctx, in.Key); err == nil {
+			s += skillRules(p)
+		}
+		return Notice{Text: s, Policy: &v}, nil
 	}
 	change := PolicyChange{Version: -1, Set: map[string]ToolMode{}}
 	known := d.knownTools()
@@ -166,6 +177,7 @@ func toolsCommand(ctx context.Context, d *Dispatcher, in Inbound, args string) (
 	}
 	reply := "Saved. " + describePolicy(v)
 	if p, err := d.policy(ctx, in.Key); err == nil {
+		reply += skillRules(p)
 		for _, l := range p.Leaks(known) {
 			reply += "\nNote: " + l
 		}

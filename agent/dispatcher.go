@@ -70,6 +70,11 @@ type DispatcherConfig struct {
 	MaxInputBytes int
 	ModelName     string // shown by the status command
 	Logger        *slog.Logger
+
+	// Scheduler, if set, keeps schedules (the schedule commands, and the
+	// tools of package tools/schedule built over it); Run posts them when
+	// they are due. nil: no scheduling.
+	Scheduler *Scheduler
 }
 
 // Dispatcher turns inbound messages into turns: it records and deduplicates
@@ -145,6 +150,9 @@ func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
 	d := &Dispatcher{cfg: cfg, owner: newOwnerID(), log: log, sessions: map[SessionKey]*session{},
 		idle: make(chan struct{}), retries: map[SessionKey]*time.Timer{}, approvals: map[string]chan struct{}{}}
 	d.cond = sync.NewCond(&d.mu)
+	if cfg.Scheduler != nil {
+		cfg.Scheduler.bind(d)
+	}
 	return d
 }
 
@@ -273,6 +281,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	var watcher sync.WaitGroup
 	defer watcher.Wait()
 	watcher.Go(func() { d.watchReady(ctx) })
+	if d.cfg.Scheduler != nil {
+		watcher.Go(func() { d.watchSchedules(ctx, d.cfg.Scheduler) })
+	}
 	d.mu.Lock()
 	d.workCtx = turnCtx
 	for range d.cfg.Workers {
@@ -616,7 +627,7 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	if err == nil {
 		history := TrimHistory(RepairHistory(claim.History), d.cfg.ContextTokens)
 		before, after := d.budgetHooks(key, trigger.User, log)
-		out, err = d.cfg.Loop.Run(turnCtx, &Turn{Key: key, History: history, Input: input, Tools: d.cfg.Tools, Mode: pol.Mode,
+		out, err = d.cfg.Loop.Run(turnCtx, &Turn{Key: key, User: trigger.User, History: history, Input: input, Tools: d.cfg.Tools, Mode: pol.Mode,
 			Workspace: ws, Thread: th, Approve: d.approver(key, th, trigger.User, log),
 			BeforeModel: before, AfterModel: after, ToolDone: d.toolAudit(key, trigger.User)})
 	} else {

@@ -25,6 +25,10 @@ type Loop struct {
 	MaxSteps int           // model calls with tools per turn; DefaultMaxSteps if 0
 	Timeout  time.Duration // per-turn deadline; none if 0
 	Logger   *slog.Logger
+	// Skills, if set, lists the skills a turn's channel may use at the end
+	// of its system prompt, after System, which stays a stable prefix for
+	// the provider's prompt cache (see skills.go).
+	Skills SkillLister
 
 	specs sync.Map // *tools.Set → []ToolSpec; sets are immutable
 }
@@ -37,6 +41,7 @@ type Turn struct {
 	Tools     *tools.Set
 	Workspace *tools.Workspace
 	Thread    Thread
+	User      User // whose message the turn answers; tools learn of them, and of Key, through tools.CallFrom
 	// Mode, if set, gives the channel's policy for a tool. Denied tools are
 	// not offered to the model; ask needs Approve or the thread to be an
 	// Approver.
@@ -95,7 +100,7 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 	msgs = append(msgs, t.History...)
 	msgs = append(msgs, t.Input)
 
-	req := &Request{System: l.System, Tools: specs}
+	req := &Request{System: l.system(ctx, t, specs), Tools: specs}
 	if t.Thread != nil {
 		req.OnText = func(s string) { emit(ctx, t.Thread, TextDelta{Text: s}, l.Logger) }
 	}
@@ -187,12 +192,12 @@ func (l *Loop) callTool(ctx context.Context, t *Turn, set *tools.Set, call ToolC
 	}
 	// Shown to people: scrub secrets the model may have repeated.
 	shownArgs = json.RawMessage(set.Redact(string(call.Args)))
-	mode := ToolAllow
+	mode, rule := ToolAllow, call.Name
 	if t.Mode != nil {
-		mode = t.Mode(call.Name)
+		mode, rule = callMode(set, call, t.Mode)
 	}
 	if mode == ToolDeny {
-		return fail("denied", fmt.Sprintf("%s is not allowed in this channel; do not retry it (an admin can change the channel's tool policy)", call.Name))
+		return fail("denied", deniedText(rule))
 	}
 	if mode == ToolAsk {
 		// Ask only about calls that could run: a malformed call fails here
@@ -200,13 +205,14 @@ func (l *Loop) callTool(ctx context.Context, t *Turn, set *tools.Set, call ToolC
 		if err := set.Check(call.Name, call.Args); err != nil {
 			return fail("error", set.Redact(err.Error()))
 		}
-		if ok, why := l.approve(ctx, t, ApprovalNeeded{CallID: call.ID, Name: call.Name, Args: shownArgs}); !ok {
+		if ok, why := l.approve(ctx, t, ApprovalNeeded{CallID: call.ID, Name: rule, Args: shownArgs}); !ok {
 			return fail("denied", why)
 		}
 	}
 	emit(ctx, t.Thread, ToolStarted{CallID: call.ID, Name: call.Name, Args: shownArgs}, l.Logger)
 	start := time.Now()
-	res, err := set.Call(ctx, t.Workspace, call.Name, call.Args)
+	cctx := tools.WithCall(ctx, tools.Call{Session: t.Key.String(), User: t.User.ID, UserName: t.User.Name, ID: call.ID})
+	res, err := set.Call(cctx, t.Workspace, call.Name, call.Args)
 	took := time.Since(start)
 	if err != nil && l.Logger != nil {
 		l.Logger.LogAttrs(ctx, slog.LevelDebug, "tool failed", slog.String("session", t.Key.String()),

@@ -18,6 +18,12 @@ const (
 	GroupExec  = "exec"  // shell, start, jobs, stop
 	GroupWeb   = "web"   // fetch, search
 	GroupSend  = "send"  // send_file
+	// GroupLater is work that runs later as a new turn, with a stored
+	// prompt: schedule, schedules, unschedule, wait, wait_for_job.
+	GroupLater = "later"
+	// GroupSkills holds no tool: it is every skill's rule (skill:NAME),
+	// and the skill tool is in no group (see skills.go).
+	GroupSkills = "skills"
 )
 
 // groupPrefix marks a group's rule among tool rules.
@@ -32,16 +38,23 @@ var toolGroups = map[string]string{
 	"shell": GroupExec, "start": GroupExec, "jobs": GroupExec, "stop": GroupExec,
 	"fetch": GroupWeb, "search": GroupWeb,
 	"send_file": GroupSend,
+	"schedule":  GroupLater, "schedules": GroupLater, "unschedule": GroupLater, "wait": GroupLater, "wait_for_job": GroupLater,
 }
 
 // Groups lists the built-in groups in the order screens show them.
-func Groups() []string { return []string{GroupRead, GroupWrite, GroupExec, GroupWeb, GroupSend} }
+func Groups() []string {
+	return []string{GroupRead, GroupWrite, GroupExec, GroupWeb, GroupSend, GroupLater, GroupSkills}
+}
 
 // GroupOf is the group a tool belongs to: a built-in group, "mcp:SERVER"
-// for a tool "SERVER__NAME" of an MCP server, or "" for none.
+// for a tool "SERVER__NAME" of an MCP server, "skills" for a skill's rule
+// skill:NAME, or "" for none.
 func GroupOf(tool string) string {
 	if g, ok := toolGroups[tool]; ok {
 		return g
+	}
+	if _, ok := IsSkillRule(tool); ok {
+		return GroupSkills
 	}
 	if server, _, ok := strings.Cut(tool, "__"); ok && server != "" {
 		return "mcp:" + server
@@ -65,7 +78,8 @@ func ParseMode(s string) (ToolMode, error) {
 }
 
 // ParseRuleName turns what a person wrote ("exec", "shell", "group:read",
-// "tool:read", "default") into a rule name, given the tools that exist.
+// "tool:read", "skill:deploy", "default") into a rule name, given the
+// tools that exist.
 // A bare word that is a group names the group.
 func ParseRuleName(s string, known []string) (string, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
@@ -90,6 +104,11 @@ func ParseRuleName(s string, known []string) (string, error) {
 	case strings.HasPrefix(s, "tool:"):
 		if t := s[len("tool:"):]; slices.Contains(known, t) {
 			return t, nil
+		}
+	case strings.HasPrefix(s, SkillPrefix):
+		// Any valid name: a channel's skills come and go with its files.
+		if _, ok := IsSkillRule(s); ok {
+			return s, nil
 		}
 	case isGroup(s):
 		return GroupRule(s), nil

@@ -14,6 +14,9 @@ import (
 // A session has a mailbox (inbound messages not yet answered, in arrival
 // order), a lease (who runs its turn now), and a history (whole turns, oldest
 // first). Only the lease holder removes mailbox entries or appends history.
+//
+// Both stores also keep schedules ([ScheduleStore]) and the background
+// jobs' board (tools.JobBoard), abilities a caller finds by type assertion.
 type Store interface {
 	GovernStore
 

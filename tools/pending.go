@@ -71,14 +71,21 @@ func WithPending(p *Pending, names ...string) SetOption {
 }
 
 // Current returns the set to offer now: s, or, once the check s depends on
-// has ended, the set that replaced it. A turn reads it once, at its start,
-// so the tools the model sees do not change within a turn.
+// has ended, the set that replaced it; for a set built [WithProvider], the
+// set with the providers' tools as they are now (the same *Set until they
+// change). A turn reads it once, at its start, so the tools the model sees
+// do not change within a turn.
 func (s *Set) Current() *Set {
-	if s == nil || s.pending == nil {
+	if s == nil {
 		return s
 	}
-	if final := s.pending.settled(); final != nil {
-		return final
+	if s.pending != nil {
+		if final := s.pending.settled(); final != nil {
+			return final.Current()
+		}
+	}
+	if s.live != nil {
+		return s.live.current()
 	}
 	return s
 }

@@ -28,7 +28,9 @@ var ErrUnavailable = errors.New("unavailable")
 // model sees is byte-for-byte stable between calls (prompt caches depend on
 // it). A Set is immutable once built and safe for concurrent use; one that
 // depends on a check still running ([WithPending]) is replaced as a whole
-// when the check ends (see [Set.Current]).
+// when the check ends, and one with tools that change at run time
+// ([WithProvider]) is replaced as a whole when they change (see
+// [Set.Current]).
 type Set struct {
 	tools     []Tool
 	byName    map[string]Tool
@@ -37,6 +39,8 @@ type Set struct {
 	missing   map[string]string // tool name → why it is not offered
 	pending   *Pending          // the check the held tools wait for
 	held      map[string]bool   // tools whose calls run in pending's final set
+	providers []Provider        // where tools that change at run time come from
+	live      *live             // the sets made with the providers' tools; nil without providers
 }
 
 // SetOption configures a Set.
@@ -86,15 +90,25 @@ func NewSet(tools []Tool, opts ...SetOption) *Set {
 		s.byName[t.Name()] = t
 		s.tools = append(s.tools, t)
 	}
-	slices.SortFunc(s.tools, func(a, b Tool) int { return strings.Compare(a.Name(), b.Name()) })
+	sortTools(s.tools)
+	if len(s.providers) > 0 {
+		s.live = &live{base: s}
+	}
 	return s
 }
 
+func sortTools(ts []Tool) {
+	slices.SortFunc(ts, func(a, b Tool) int { return strings.Compare(a.Name(), b.Name()) })
+}
+
 // Tools returns the tools sorted by name. The slice must not be modified.
-func (s *Set) Tools() []Tool { return s.tools }
+// For a set built [WithProvider], they are the providers' tools as they
+// are now; a turn uses [Set.Current] instead, which it reads once.
+func (s *Set) Tools() []Tool { return s.view().tools }
 
 // Names returns the sorted tool names.
 func (s *Set) Names() []string {
+	s = s.view()
 	names := make([]string, len(s.tools))
 	for i, t := range s.tools {
 		names[i] = t.Name()
@@ -105,6 +119,7 @@ func (s *Set) Names() []string {
 // Known returns the sorted names of the offered tools and of those that
 // are unavailable here: every name a policy may use.
 func (s *Set) Known() []string {
+	s = s.view()
 	names := s.Names()
 	for n := range s.missing {
 		names = append(names, n)
@@ -115,13 +130,13 @@ func (s *Set) Known() []string {
 
 // Unavailable returns why the named tool is not offered, if it is not.
 func (s *Set) Unavailable(name string) (string, bool) {
-	r, ok := s.missing[name]
+	r, ok := s.view().missing[name]
 	return r, ok
 }
 
 // Get returns the named tool.
 func (s *Set) Get(name string) (Tool, bool) {
-	t, ok := s.byName[name]
+	t, ok := s.view().byName[name]
 	return t, ok
 }
 
@@ -129,6 +144,7 @@ func (s *Set) Get(name string) (Tool, bool) {
 // tool exists and the arguments are well formed. The error reads like the
 // one Call would give.
 func (s *Set) Check(name string, args json.RawMessage) error {
+	s = s.view()
 	if s.held[name] {
 		if final := s.pending.settled(); final != nil {
 			return final.Check(name, args)
@@ -160,6 +176,7 @@ func (s *Set) Redact(text string) string {
 // tool that depends on a check still running waits for it, as long as ctx
 // allows.
 func (s *Set) Call(ctx context.Context, ws *Workspace, name string, args json.RawMessage) (Result, error) {
+	s = s.view()
 	t, ok := s.byName[name]
 	if !ok {
 		err := s.Check(name, args)

@@ -19,7 +19,7 @@ import (
 // fetched with the bot token into the workspace under uploads/.
 func (a *Adapter) Download(ctx context.Context, f agent.File, ws *tools.Workspace) (string, error) {
 	if f.URL == "" {
-		return "", errors.New("Slack gave no download link (the app may lack the files:read scope)")
+		return "", errors.New("no download link from Slack (the app may lack the files:read scope)")
 	}
 	max := a.cfg.MaxFileBytes
 	if err := adapters.CheckSize(f, max, "limit for shared files"); err != nil {

@@ -166,7 +166,7 @@ func FuzzNeutralize(f *testing.F) {
 				if strings.HasPrefix(dest, "!") || strings.HasPrefix(dest, "@") {
 					t.Errorf("link destination %q", clip(dest))
 				}
-				if strings.Index(decoded[i+1:], open) < 0 {
+				if !strings.Contains(decoded[i+1:], open) {
 					break
 				}
 			}

@@ -1,8 +1,12 @@
 package slack
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/slack-go/slack/slackevents"
+	"github.com/slack-go/slack/socketmode"
 )
 
 // A message's Seq sorts as Slack orders messages, whatever the digits.
@@ -26,5 +30,26 @@ func TestTsSeqSortsAsSlackDoes(t *testing.T) {
 		if s := tsSeq(bad); s != "" {
 			t.Errorf("tsSeq(%q) = %q, want none", bad, s)
 		}
+	}
+}
+
+// One channel's events go to one lane, whatever their kind, so they are
+// recorded in the order Slack sent them; channels spread over the lanes.
+func TestLaneOfKeepsAChannelTogether(t *testing.T) {
+	event := func(inner any) socketmode.Event {
+		return socketmode.Event{Type: socketmode.EventTypeEventsAPI, Data: slackevents.EventsAPIEvent{InnerEvent: slackevents.EventsAPIInnerEvent{Data: inner}}}
+	}
+	used := map[int]bool{}
+	for i := range 200 {
+		ch := fmt.Sprintf("C%04d", i)
+		msg := laneOf(event(&slackevents.MessageEvent{Channel: ch, TimeStamp: "1.1"}), eventWorkers)
+		mention := laneOf(event(&slackevents.AppMentionEvent{Channel: ch}), eventWorkers)
+		if msg != mention {
+			t.Fatalf("channel %s: a message goes to lane %d, a mention to %d", ch, msg, mention)
+		}
+		used[msg] = true
+	}
+	if len(used) < eventWorkers/2 {
+		t.Errorf("200 channels use %d of %d lanes", len(used), eventWorkers)
 	}
 }

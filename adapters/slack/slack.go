@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"net/http"
@@ -165,7 +166,25 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 			f(fctx)
 		})
 	}
-	busy := make(chan struct{}, eventWorkers)
+	// Messages are recorded by eventWorkers lanes at once: one at a time,
+	// a burst is acked too late and Slack sends it all again. A channel's
+	// events keep to one lane, in the order they came: the mailbox puts a
+	// message after those already claimed, so two of one conversation
+	// recorded side by side could be answered out of order.
+	lanes := make([]chan socketmode.Event, eventWorkers)
+	for i := range lanes {
+		lanes[i] = make(chan socketmode.Event, laneDepth)
+		wg.Go(func() {
+			for {
+				select {
+				case evt := <-lanes[i]:
+					a.onSocketEvent(ctx, sm, d, evt, after)
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -180,25 +199,39 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 				a.onSocketEvent(ctx, sm, d, evt, after)
 				continue
 			}
-			// Messages are recorded eventWorkers at a time: one at a time,
-			// a burst is acked too late and Slack sends it all again. The
-			// order within a session does not depend on it (the mailbox
-			// keeps the platform's), and a full set holds the loop back.
+			// A full lane holds the loop back: the unacked rest comes
+			// again.
 			select {
-			case busy <- struct{}{}:
+			case lanes[laneOf(evt, len(lanes))] <- evt:
 			case <-ctx.Done():
 				return nil
 			}
-			wg.Go(func() {
-				defer func() { <-busy }()
-				a.onSocketEvent(ctx, sm, d, evt, after)
-			})
 		}
 	}
 }
 
-// eventWorkers is how many Events API envelopes are recorded at once.
-const eventWorkers = 32
+// laneOf is the lane of an Events API envelope: its channel's, so that
+// one channel's events are recorded in the order they came.
+func laneOf(evt socketmode.Event, n int) int {
+	api, _ := evt.Data.(slackevents.EventsAPIEvent)
+	var channel string
+	switch ev := api.InnerEvent.Data.(type) {
+	case *slackevents.MessageEvent:
+		channel = ev.Channel
+	case *slackevents.AppMentionEvent:
+		channel = ev.Channel
+	}
+	h := fnv.New32a()
+	h.Write([]byte(channel))
+	return int(h.Sum32() % uint32(n))
+}
+
+// eventWorkers is how many Events API envelopes are recorded at once, and
+// laneDepth how many wait in each lane.
+const (
+	eventWorkers = 32
+	laneDepth    = 16
+)
 
 // followUpTimeout bounds the Web API calls that follow an ack.
 const followUpTimeout = 30 * time.Second

@@ -29,7 +29,7 @@ func (a *Adapter) Download(ctx context.Context, f agent.File, ws *tools.Workspac
 		return "", fmt.Errorf("getFile: %w", err)
 	}
 	if file.FilePath == "" {
-		return "", errors.New("Telegram gave no file path (the file may be over its 20 MB bot limit)")
+		return "", errors.New("no file path from Telegram (the file may be over its 20 MB bot limit)")
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.root+"/file/bot"+a.cfg.Token+"/"+file.FilePath, nil)
 	if err != nil {

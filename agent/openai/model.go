@@ -147,7 +147,8 @@ func (m *Model) chatRequest(req *agent.Request) (goai.ChatCompletionRequest, err
 		if reasoningModel(m.cfg.Model) {
 			creq.MaxCompletionTokens = n // these models refuse max_tokens
 		} else {
-			creq.MaxTokens = n // what most compatible servers understand
+			//lint:ignore SA1019 max_tokens is deprecated by OpenAI alone; most compatible servers know only it.
+			creq.MaxTokens = n
 		}
 	}
 	return creq, nil

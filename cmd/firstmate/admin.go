@@ -32,7 +32,7 @@ import (
 // agent.AllowAccess, …), so it is validated and audited the same way, by
 // "cli:" and the name of the user who ran it.
 
-const adminUsage = `Usage: firstmate admin COMMAND [--config FILE]
+const adminUsage = `Usage: firstmate admin COMMAND [--config FILE] [-v]
 
   policy show  CHANNEL                 a channel's tool policy: each tool's mode and the rule that decides it
   policy set   CHANNEL RULE=MODE ...   set the channel's rules; MODE is allow, ask or deny,
@@ -54,6 +54,8 @@ Examples:
   firstmate admin policy set slack:T0123ABC:C0456DEF exec=ask web=deny
   firstmate admin access allow telegram user 123456789 --name Ann
   firstmate admin audit --channel telegram:-1001234567890 --since 24h
+
+--config FILE and -v (--verbose) are as for every command; see firstmate -h.
 `
 
 // adminDefaultLimit is how many audit entries admin audit prints unless
@@ -70,8 +72,9 @@ func usagef(format string, args ...any) error {
 }
 
 // cmdAdmin runs `firstmate admin ARGS`.
-func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	err := admin(ctx, args, stdout, stderr)
+func cmdAdmin(ctx context.Context, c *cli, args []string) error {
+	stderr := c.stderr
+	err := admin(ctx, c, args)
 	if ue := (*usageError)(nil); errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "firstmate admin: %s\n\n%s", ue.msg, adminUsage)
 		return errUsage
@@ -116,7 +119,19 @@ var adminCommands = []adminCommand{
 	}, run: (*adminRun).audit},
 }
 
-func admin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func admin(ctx context.Context, c *cli, args []string) error {
+	stdout := c.stdout
+	// The common flags may come before the command's words too.
+	lead := flag.NewFlagSet("firstmate admin", flag.ContinueOnError)
+	lead.SetOutput(io.Discard)
+	c.register(lead)
+	if err := lead.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, adminUsage)
+		return nil
+	} else if err != nil {
+		return usagef("%v", err)
+	}
+	args = lead.Args()
 	if len(args) == 0 {
 		return usagef("which command?")
 	}
@@ -141,7 +156,7 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usagef("unknown command %q", args[0])
 	}
 
-	fs, cfgPath := commonFlags("admin "+cmd.path, stderr)
+	fs := commonFlags(c, "admin "+cmd.path, "")
 	if cmd.flags != nil {
 		cmd.flags(fs)
 	}
@@ -159,7 +174,7 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	// The LLM settings are not needed here: Load does not ask for them.
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := c.load()
 	if err != nil {
 		return err
 	}
@@ -218,7 +233,7 @@ func (a *adminRun) check(path string, args []string) error {
 // whether or not this host could run it (the shell's sandbox is not
 // probed): the names a policy may use.
 func knownTools(cfg *config.Config) ([]string, error) {
-	base, opts, err := otherTools(cfg)
+	base, opts, err := otherTools(cfg, jobPlace{})
 	if err != nil {
 		return nil, err
 	}

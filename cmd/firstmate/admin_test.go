@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
 	"encoding/json"
 	"flag"
 	"os"
@@ -14,13 +12,9 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/firstmate/firstmate/adapters/console"
 	"github.com/firstmate/firstmate/agent"
 )
-
-const adminRedisURL = "redis://127.0.0.1:6379"
 
 // adminEnv points firstmate at a fresh store, embedded or (backend
 // "redis") on the test Redis under a key prefix of its own, with no LLM
@@ -36,34 +30,9 @@ func adminEnv(t *testing.T, backend string) {
 		t.Setenv("REDIS_URL", "")
 		return
 	}
-	o, err := goredis.ParseURL(adminRedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := goredis.NewClient(o)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no Redis at %s (CI is set): %v", adminRedisURL, err)
-		}
-		t.Skipf("no Redis at %s: %v", adminRedisURL, err)
-	}
-	prefix := "fmtest-admin-" + rand.Text()[:12]
-	t.Setenv("REDIS_URL", adminRedisURL)
-	t.Setenv("FIRSTMATE_REDIS_PREFIX", prefix)
-	t.Cleanup(func() {
-		defer c.Close()
-		ctx := context.Background()
-		keys, err := c.Keys(ctx, prefix+":*").Result()
-		if err == nil && len(keys) > 0 {
-			err = c.Del(ctx, keys...).Err()
-		}
-		if err != nil {
-			t.Errorf("deleting test keys: %v", err)
-		}
-	})
+	url := redisURL(t)
+	t.Setenv("REDIS_URL", url)
+	t.Setenv("FIRSTMATE_REDIS_PREFIX", redisPrefix(t, url))
 }
 
 // backends runs fn against the embedded store and against Redis.

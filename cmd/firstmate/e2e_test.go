@@ -2,25 +2,44 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/rand"
+	"flag"
 	"fmt"
+	"github.com/firstmate/firstmate/tools/sandbox"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/store/redis/redisurl"
 )
 
 // binary is the firstmate binary built once for the end-to-end tests.
 var binary string
 
 func TestMain(m *testing.M) {
+	sandbox.MaybeHelper() // the sandbox's helper, when a benchmark starts commands of its own
+	flag.Parse()
+	// The end-to-end tests mostly wait (on the binary, the fakes, timers),
+	// not compute: unless -parallel says otherwise, run more of them at once
+	// than its default, GOMAXPROCS (measured: 6 takes their part of the run
+	// from about 2 minutes on 2 cores to the longest test's 45 s).
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", strconv.Itoa(max(6, runtime.GOMAXPROCS(0))))
+	}
 	dir, err := os.MkdirTemp("", "firstmate-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -81,6 +100,7 @@ func chatEnv(t *testing.T, llm *fakellm.Server, dataDir string) []string {
 // on the fake model, runs a turn that calls ls and write and shows a line
 // for each tool.
 func TestChatTurnWithTools(t *testing.T) {
+	t.Parallel()
 	for _, store := range []string{"embedded", "redis"} {
 		t.Run(store, func(t *testing.T) {
 			llm := fakellm.New(t, fakellm.WithHandler(fakellm.Demo))
@@ -115,16 +135,18 @@ func TestChatTurnWithTools(t *testing.T) {
 			if len(reqs) != 2 {
 				t.Fatalf("model got %d requests, want 2", len(reqs))
 			}
-			// The 11 file tools, shell, start, jobs, stop and fetch; search
-			// is not configured.
-			if got := len(reqs[0].Tools); got != 16 {
-				t.Errorf("model was offered %d tools, want 16", got)
+			// The 11 file tools, shell, start, jobs, stop, fetch, and the
+			// five of work that runs later (schedule, schedules, unschedule,
+			// wait, wait_for_job); search is not configured.
+			if got := len(reqs[0].Tools); got != 21 {
+				t.Errorf("model was offered %d tools, want 21", got)
 			}
 		})
 	}
 }
 
 func TestChatScriptedLinesAreSeparateTurns(t *testing.T) {
+	t.Parallel()
 	llm := fakellm.New(t, fakellm.WithHandler(func(req *fakellm.Request) fakellm.Reply {
 		return fakellm.Text(fmt.Sprintf("turn with %d messages", len(req.Messages)))
 	}))
@@ -141,12 +163,14 @@ func TestChatScriptedLinesAreSeparateTurns(t *testing.T) {
 }
 
 func TestChatModelFailureIsHuman(t *testing.T) {
+	t.Parallel()
 	llm := fakellm.New(t, fakellm.WithHandler(func(*fakellm.Request) fakellm.Reply {
 		return fakellm.Error(500, "upstream exploded")
 	}))
 	env := append(chatEnv(t, llm, t.TempDir()), "FIRSTMATE_CONFIG="+writeFile(t, "llm:\n  max_retries: 1\n"))
 	out, errOut, code := runBinary(t, env, "hi\n", "chat")
-	if code != 0 {
+	// Piped, a failed turn is a failing exit status.
+	if code != 1 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	if !strings.Contains(out, "I could not reach the model (2 attempts)") {
@@ -158,6 +182,7 @@ func TestChatModelFailureIsHuman(t *testing.T) {
 }
 
 func TestChatNeedsModel(t *testing.T) {
+	t.Parallel()
 	_, errOut, code := runBinary(t, []string{"FIRSTMATE_DATA_DIR=" + t.TempDir()}, "", "chat")
 	if code != 1 || !strings.Contains(errOut, "FIRSTMATE_MODEL") {
 		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
@@ -165,6 +190,7 @@ func TestChatNeedsModel(t *testing.T) {
 }
 
 func TestSecretsStayOutOfOutput(t *testing.T) {
+	t.Parallel()
 	const key = "sk-test-very-secret-key-123456"
 	llm := fakellm.New(t, fakellm.WithAPIKey(key), fakellm.WithReplies(
 		fakellm.Calls(fakellm.Call("write", `{"path":"leak.txt","content":"the key is `+key+`"}`)),
@@ -187,7 +213,8 @@ func TestSecretsStayOutOfOutput(t *testing.T) {
 }
 
 func TestDoctor(t *testing.T) {
-	llm := fakellm.New(t)
+	t.Parallel()
+	llm := fakellm.New(t, fakellm.WithHandler(toolCaller))
 	t.Run("healthy", func(t *testing.T) {
 		out, _, code := runBinary(t, chatEnv(t, llm, t.TempDir()), "", "doctor")
 		if code != 0 || !strings.Contains(out, "All checks passed") || !strings.Contains(out, "ok    llm") {
@@ -242,6 +269,7 @@ func TestDoctor(t *testing.T) {
 }
 
 func TestServeWithoutPlatformsSaysWhatToSet(t *testing.T) {
+	t.Parallel()
 	_, errOut, code := runBinary(t, []string{"FIRSTMATE_DATA_DIR=" + t.TempDir()}, "", "serve")
 	if code != 1 || !strings.Contains(errOut, "SLACK_BOT_TOKEN") || !strings.Contains(errOut, "TELEGRAM_BOT_TOKEN") {
 		t.Fatalf("exit %d:\n%s", code, errOut)
@@ -249,6 +277,7 @@ func TestServeWithoutPlatformsSaysWhatToSet(t *testing.T) {
 }
 
 func TestVersionAndUsage(t *testing.T) {
+	t.Parallel()
 	out, _, code := runBinary(t, nil, "", "version")
 	if code != 0 || !strings.HasPrefix(out, "firstmate ") {
 		t.Fatalf("version: %d %q", code, out)
@@ -278,45 +307,76 @@ func deadAddr(t *testing.T) string {
 	return addr
 }
 
-// redisPrefix is a key prefix of the test's own; its keys are deleted when
-// the test ends.
+// testRedisURL is the Redis the tests use: $REDIS_URL as the test process
+// found it (the admin tests t.Setenv it for themselves), else the local one.
+var testRedisURL = cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379/0")
+
+// redisDown says why the test Redis does not answer, nil when it does; it
+// is asked once for the whole run.
+var redisDown = sync.OnceValue(func() error {
+	u, err := redisurl.Parse(testRedisURL)
+	if err != nil {
+		return err
+	}
+	c := u.NewClient()
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return c.Ping(ctx).Err()
+})
+
+// redisAnswers reports whether the test Redis is up; the tests that may
+// run on either store use it when it is (CI always has one), else the
+// embedded store.
+func redisAnswers() bool { return redisDown() == nil }
+
+// redisPrefix is a key prefix of the test's own on the Redis at url; its
+// keys are deleted when the test ends. Tests share the Redis (and its
+// database) and never flush it: the prefix is their isolation, so that
+// they may run in parallel.
 func redisPrefix(t testing.TB, url string) string {
-	prefix := fmt.Sprintf("fmtest-%d-%d", os.Getpid(), time.Now().UnixNano())
+	t.Helper()
+	u, err := redisurl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "fmtest-" + rand.Text()[:12]
 	t.Cleanup(func() {
-		opt, _ := goredis.ParseURL(url)
-		c := goredis.NewClient(opt)
+		c := u.NewClient()
 		defer c.Close()
-		ctx := context.Background()
-		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			c.Del(ctx, iter.Val())
+		if err := dropPrefix(context.Background(), c, prefix); err != nil {
+			t.Errorf("deleting the test's Redis keys: %v", err)
 		}
 	})
 	return prefix
 }
 
-// redisURL is a Redis for the test: $REDIS_URL or the local one. Without
-// one the test skips, except in CI where it fails. Keys are isolated by
-// database 0 plus the store's per-session prefix; the test's keys are
-// removed at the end.
-func redisURL(t *testing.T) string {
-	url := os.Getenv("REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	opt, err := goredis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := goredis.NewClient(opt)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no Redis at %s in CI: %v", url, err)
+// dropPrefix deletes the keys under prefix, on every master of a Cluster.
+func dropPrefix(ctx context.Context, c goredis.UniversalClient, prefix string) error {
+	drop := func(ctx context.Context, c *goredis.Client) error {
+		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
 		}
-		t.Skipf("no Redis at %s: %v", url, err)
+		return iter.Err()
 	}
-	return url
+	if cc, ok := c.(*goredis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, drop)
+	}
+	return drop(ctx, c.(*goredis.Client))
+}
+
+// redisURL is the test Redis for a test that needs one. Without one the
+// test skips, except in CI where it fails.
+func redisURL(t testing.TB) string {
+	t.Helper()
+	if err := redisDown(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no Redis at %s in CI: %v", redisurl.Redact(testRedisURL), err)
+		}
+		t.Skipf("no Redis at %s: %v", redisurl.Redact(testRedisURL), err)
+	}
+	return testRedisURL
 }

@@ -13,11 +13,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/internal/config"
 	"github.com/firstmate/firstmate/tools"
 	"github.com/firstmate/firstmate/tools/files"
+	"github.com/firstmate/firstmate/tools/mcp"
 	"github.com/firstmate/firstmate/tools/sandbox"
+	"github.com/firstmate/firstmate/tools/schedule"
 	"github.com/firstmate/firstmate/tools/shell"
+	"github.com/firstmate/firstmate/tools/skills"
 	"github.com/firstmate/firstmate/tools/web"
 )
 
@@ -33,6 +37,12 @@ import (
 // the set the probe decided.
 type toolbox struct {
 	set *tools.Set
+	// skills are the skills offered (see skills.go); nil when off.
+	skills *skills.Catalog
+	// mcp runs the MCP servers and offers their tools (see mcp.go); nil
+	// when none is configured.
+	mcp *mcp.Hub
+	sb  *sandbox.Sandbox // where shell commands run, once the probe passed
 	// wsOpts make workspace files belong to the sandbox's user, so that
 	// commands can change what the file tools wrote.
 	wsOpts []tools.WorkspaceOption
@@ -54,6 +64,7 @@ type toolbox struct {
 
 // close stops the probe if it still runs, then the background jobs.
 func (b *toolbox) close() {
+	b.mcp.Close()
 	b.stopProbe()
 	b.wg.Wait()
 	if b.shell != nil {
@@ -82,7 +93,7 @@ func (b *toolbox) wait(ctx context.Context) error {
 // doctor, which reports on it: set is final. With sandbox: namespaces a
 // failed probe is an error.
 func newToolbox(ctx context.Context, cfg *config.Config, env func(string) (string, bool), log *slog.Logger) (*toolbox, error) {
-	b, err := startToolbox(ctx, cfg, env, log)
+	b, err := startToolbox(ctx, cfg, env, log, jobPlace{})
 	if err != nil {
 		return nil, err
 	}
@@ -99,12 +110,18 @@ func newToolbox(ctx context.Context, cfg *config.Config, env func(string) (strin
 // decides (sandbox: off, a configured helper that does not exist) needs no
 // probe and is settled before it returns. With sandbox: namespaces a
 // failed probe is an error: returned here when no probe runs, else by wait.
-func startToolbox(ctx context.Context, cfg *config.Config, env func(string) (string, bool), log *slog.Logger) (*toolbox, error) {
-	base, opts, err := otherTools(cfg)
+func startToolbox(ctx context.Context, cfg *config.Config, env func(string) (string, bool), log *slog.Logger, jobs jobPlace) (*toolbox, error) {
+	base, opts, err := otherTools(cfg, jobs)
 	if err != nil {
 		return nil, err
 	}
 	b := &toolbox{probed: make(chan struct{}), stopProbe: func() {}}
+	if b.skills = newSkills(cfg, log); b.skills != nil {
+		base = append(base, b.skills.Tool())
+	}
+	if b.mcp = newMCP(cfg, b, log); b.mcp != nil {
+		opts = append(opts, tools.WithProvider(b.mcp))
+	}
 	// decide records where shell commands run (in sb, which line
 	// describes) or why they cannot (err), and returns the set that follows.
 	decide := func(sb *sandbox.Sandbox, line string, err error) *tools.Set {
@@ -116,8 +133,8 @@ func startToolbox(ctx context.Context, cfg *config.Config, env func(string) (str
 			}
 			return tools.NewSet(base, slices.Concat(opts, unavailable)...)
 		}
-		b.sandbox = line
-		b.shell = shell.New(shellConfig(cfg, sb))
+		b.sandbox, b.sb = line, sb
+		b.shell = shell.New(shellConfig(cfg, sb, jobs))
 		if uid, gid := sb.Owner(); uid >= 0 {
 			b.owner = &tools.Owner{UID: uid, GID: gid}
 		}
@@ -143,6 +160,7 @@ func startToolbox(ctx context.Context, cfg *config.Config, env func(string) (str
 			return nil, err
 		}
 		b.report(log)
+		b.mcp.Start(ctx)
 		return b, nil
 	}
 
@@ -151,7 +169,7 @@ func startToolbox(ctx context.Context, cfg *config.Config, env func(string) (str
 	// sandbox: their calls wait, then run in the set the probe decides.
 	planned := sandbox.New(sc)
 	p := tools.NewPending()
-	b.set = tools.NewSet(slices.Concat(base, shell.New(shellConfig(cfg, planned)).Tools()),
+	b.set = tools.NewSet(slices.Concat(base, shell.New(shellConfig(cfg, planned, jobPlace{})).Tools()),
 		slices.Concat(opts, []tools.SetOption{tools.WithPending(p, shell.Names...)})...)
 	b.wsOpts = []tools.WorkspaceOption{b.ownerOption(planned)}
 	pctx, cancel := context.WithCancel(ctx)
@@ -169,6 +187,7 @@ func startToolbox(ctx context.Context, cfg *config.Config, env func(string) (str
 		b.fatal = mustStop(cfg, err)
 		b.report(log)
 	})
+	b.mcp.Start(ctx)
 	return b, nil
 }
 
@@ -235,11 +254,11 @@ func (b *toolbox) report(log *slog.Logger) {
 	}
 }
 
-// otherTools are the tools that need no probe: files and web, with the
-// options every set shares.
-func otherTools(cfg *config.Config) ([]tools.Tool, []tools.SetOption, error) {
+// otherTools are the tools that need no probe: files, web and schedules,
+// with the options every set shares.
+func otherTools(cfg *config.Config, jobs jobPlace) ([]tools.Tool, []tools.SetOption, error) {
 	all := files.All(files.Options{})
-	var opts []tools.SetOption
+	all, opts := scheduleTools(cfg, jobs, all)
 	f := cfg.Web.Fetch
 	fc := web.FetchConfig{Timeout: f.Timeout, MaxBody: int64(f.MaxBodyMB) << 20}
 	for _, n := range f.AllowNetworks {
@@ -273,12 +292,51 @@ func sandboxConfig(cfg *config.Config) sandbox.Config {
 	}}
 }
 
-func shellConfig(cfg *config.Config, sb *sandbox.Sandbox) shell.Config {
+// jobPlace is where background jobs are kept, so that every replica sees
+// them: the store, and this replica's name in it. Zero keeps them in the
+// process. sched keeps schedules (in the same store); nil offers none.
+type jobPlace struct {
+	board tools.JobBoard
+	owner string
+	sched *agent.Scheduler
+}
+
+// scheduleTools adds the schedule tools over jobs.sched to all; without a
+// scheduler (scheduling is off, or doctor and admin, which run no
+// dispatcher) it names them unavailable, so that a policy may still name
+// them.
+func scheduleTools(cfg *config.Config, jobs jobPlace, all []tools.Tool) ([]tools.Tool, []tools.SetOption) {
+	var opts []tools.SetOption
+	unavailable := func(why string, names ...string) {
+		for _, n := range names {
+			opts = append(opts, tools.WithUnavailable(n, why))
+		}
+	}
+	switch {
+	case cfg.Schedules.PerChannel == 0:
+		unavailable("scheduling is off; an operator can set schedules.per_channel above 0", schedule.Names...)
+	case jobs.sched == nil:
+		unavailable("schedules are kept by a running firstmate (serve or chat)", schedule.Names...)
+	default:
+		sc := jobs.sched.Config()
+		all = append(all, schedule.Tools(schedule.Config{Scheduler: jobs.sched, Jobs: jobs.board,
+			TimeZone: sc.Location.String(), MinInterval: sc.MinInterval, MaxWait: sc.MaxWait})...)
+		if jobs.board == nil {
+			unavailable("this store keeps no job board", "wait_for_job")
+		}
+	}
+	return all, opts
+}
+
+func shellConfig(cfg *config.Config, sb *sandbox.Sandbox, jobs jobPlace) shell.Config {
 	return shell.Config{
+		Board:      jobs.board,
+		Owner:      jobs.owner,
 		Sandbox:    sb,
 		MaxTimeout: cfg.Shell.MaxTimeout,
 		Quota:      int64(cfg.Shell.QuotaMB) << 20,
-		Jobs:       shell.JobLimits{PerChannel: cfg.Shell.Jobs.PerChannel, Lifetime: cfg.Shell.Jobs.Lifetime},
+		QuotaFiles: int64(cfg.Shell.QuotaFiles),
+		Jobs:       shell.JobLimits{PerChannel: cfg.Shell.Jobs.PerChannel, Lifetime: cfg.Shell.Jobs.Lifetime, CPU: cfg.Shell.Jobs.CPU},
 	}
 }
 

@@ -22,7 +22,7 @@ func TestToolboxOffersTheSameToolsWhileProbing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Shell.Helper = reachableHelper(t)
-	box, err := startToolbox(t.Context(), cfg, lookup, slog.New(slog.DiscardHandler))
+	box, err := startToolbox(t.Context(), cfg, lookup, slog.New(slog.DiscardHandler), jobPlace{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,6 +88,7 @@ func (l imageLayout) asImageUser(cmd *exec.Cmd) {
 // /healthz and /readyz answer, a message gets an answer, and the
 // sandboxed shell works under that uid (or doctor names what is missing).
 func TestImageServesAsNonRootUser(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run firstmate as the image's uid")
 	}

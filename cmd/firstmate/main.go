@@ -21,17 +21,24 @@ var version = ""
 
 const usage = `firstmate: an AI agent with a workspace, in Slack, Telegram and the terminal.
 
-Usage:
-  firstmate chat     [--config FILE]   chat in this terminal (needs only an LLM endpoint)
-  firstmate serve    [--config FILE]   run the Slack/Telegram adapters and the HTTP listener
-  firstmate doctor   [--config FILE]   check the configuration, LLM endpoint, store and data dir
-  firstmate admin    COMMAND ...       change tool policy, access and pairing; read the audit log
-                                       (firstmate admin help lists the commands)
-  firstmate version                    print the version
+Usage: firstmate [FLAGS] COMMAND [FLAGS]
 
-Configuration: a YAML file (--config or FIRSTMATE_CONFIG) and environment variables
-(OPENAI_BASE_URL, OPENAI_API_KEY, FIRSTMATE_MODEL, REDIS_URL, FIRSTMATE_DATA_DIR, …).
-See deploy/firstmate.example.yaml and README.md.
+Commands:
+  chat      chat in this terminal (needs only an LLM endpoint); piped input is one message a line
+  serve     run the Slack/Telegram adapters and the HTTP listener
+  doctor    check the configuration, sandbox, LLM endpoint, store and data dir; --offline skips the network
+  admin     change tool policy, access and pairing; read the audit log (firstmate admin help)
+  version   print the version
+
+Flags, before or after the command:
+  --config FILE   the YAML config file. Without it: $FIRSTMATE_CONFIG, else the first that exists of
+                  ./firstmate.yaml, $XDG_CONFIG_HOME/firstmate/config.yaml (~/.config/firstmate/config.yaml),
+                  /etc/firstmate/config.yaml; with none, the defaults and the environment alone
+  -v, --verbose   say more: debug logs (chat and serve); doctor also prints the effective configuration
+  -h, --help      help; firstmate COMMAND -h lists the command's flags
+
+Environment: OPENAI_BASE_URL, OPENAI_API_KEY, FIRSTMATE_MODEL, REDIS_URL, FIRSTMATE_DATA_DIR, …
+(they win over the file). See deploy/firstmate.example.yaml and README.md.
 `
 
 func main() {
@@ -41,46 +48,77 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// errUsage means the command line was wrong; the usage text was printed.
+// errUsage means the command line was wrong; what was wrong was printed.
 var errUsage = errors.New("usage")
 
+// run runs the command line args and returns the exit status: 0, 1 when
+// the command failed (or doctor found a problem), 2 for a command line
+// that is wrong.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{stdout: stdout, stderr: stderr}
+	// The flags before the command: the same as after it.
+	top := flag.NewFlagSet("firstmate", flag.ContinueOnError)
+	top.SetOutput(stderr)
+	top.Usage = func() {}
+	c.register(top)
+	if len(args) > 0 && args[0] == "--version" {
+		args = append([]string{"version"}, args[1:]...)
+	}
+	switch err := top.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "\n%s", usage)
+		return 2
+	}
+	args = top.Args()
 	if len(args) == 0 {
+		if c.verbose {
+			fmt.Fprintln(stderr, "firstmate: which command? (-v is --verbose; `firstmate version` prints the version)")
+			fmt.Fprintln(stderr)
+		}
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	cmd, rest := args[0], args[1:]
+	c.command, args = args[0], args[1:]
+	if c.command == "help" {
+		if len(args) == 0 {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		c.command, args = args[0], []string{"-h"}
+	}
 	var err error
-	switch cmd {
+	switch c.command {
 	case "chat":
-		err = cmdChat(ctx, rest, stdin, stdout, stderr)
+		err = cmdChat(ctx, c, args, stdin)
 	case "serve":
-		err = cmdServe(ctx, rest, stdout, stderr)
+		err = cmdServe(ctx, c, args)
 	case "admin":
-		err = cmdAdmin(ctx, rest, stdout, stderr)
+		err = cmdAdmin(ctx, c, args)
 	case "doctor":
 		var ok bool
-		ok, err = cmdDoctor(ctx, rest, stdout, stderr)
+		ok, err = cmdDoctor(ctx, c, args)
 		if err == nil && !ok {
 			return 1
 		}
-	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "firstmate", versionString())
-		return 0
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
+	case "version":
+		fs := commonFlags(c, "version", "print the version")
+		if err = parseFlags(fs, args); err == nil {
+			fmt.Fprintln(stdout, "firstmate", versionString())
+		}
 	default:
-		fmt.Fprintf(stderr, "firstmate: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "firstmate: unknown command %q\n\n%s", c.command, usage)
 		return 2
 	}
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
 		return 2
 	default:
-		fmt.Fprintln(stderr, "firstmate:", err)
+		c.fatal(err)
 		return 1
 	}
 }
@@ -99,12 +137,4 @@ func versionString() string {
 		return v
 	}
 	return "(devel)"
-}
-
-// commonFlags are the flags every command that loads a config takes.
-func commonFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet("firstmate "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg := fs.String("config", "", "YAML config file (default: $FIRSTMATE_CONFIG)")
-	return fs, cfg
 }

@@ -362,6 +362,7 @@ func waitSample(t *testing.T, addr, name, labels string, min float64) string {
 // metrics count it, /readyz is 200 while serving, and every line the
 // process wrote is JSON.
 func TestServeMetricsSlack(t *testing.T) {
+	t.Parallel()
 	var e *slackEnv
 	// Registered first, so it runs after serve has stopped: the shutdown's
 	// lines are checked too.
@@ -404,6 +405,7 @@ func TestServeMetricsSlack(t *testing.T) {
 // The same for Telegram: the token is in every Bot API URL, and never in
 // a label.
 func TestServeMetricsTelegram(t *testing.T) {
+	t.Parallel()
 	var e *telegramEnv
 	t.Cleanup(func() {
 		if e != nil && e.srv != nil && len(checkJSONLines(t, e.srv.logs())) == 0 {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +23,7 @@ import (
 	"github.com/firstmate/firstmate/internal/fakellm"
 	"github.com/firstmate/firstmate/internal/fakeslack"
 	"github.com/firstmate/firstmate/internal/faketelegram"
+	"github.com/firstmate/firstmate/tools/sandbox"
 )
 
 // The cadence of BenchmarkAnswerOverhead; each can be changed by the
@@ -116,6 +119,44 @@ func BenchmarkAnswerOverhead(b *testing.B) {
 		sl, llm, logs, delay := startSlackBench(b)
 		measureAnswers(b, slackChat(sl, benchEnvDuration(b, "FIRSTMATE_BENCH_GAP", benchGap), logs,
 			func(_ int, text string) { sl.SendEvent(sl.DirectMessage(fakeslack.Alice, text)) }), llm, delay)
+	})
+	// The same beside four background jobs that spin on the CPU, started
+	// the way the start tool starts them (the sandbox's helper, nice 10,
+	// SCHED_BATCH): on two cores they would take it all if they ran at
+	// firstmate's priority.
+	b.Run("slack-dm-4-spinning-jobs", func(b *testing.B) {
+		spin(b, 4)
+		sl, llm, logs, delay := startSlackBench(b)
+		measureAnswers(b, slackChat(sl, benchEnvDuration(b, "FIRSTMATE_BENCH_GAP", benchGap), logs,
+			func(_ int, text string) { sl.SendEvent(sl.DirectMessage(fakeslack.Alice, text)) }), llm, delay)
+	})
+}
+
+// spin starts n background commands that loop on the CPU until b ends, in
+// the sandbox background jobs run in.
+func spin(b *testing.B, n int) {
+	sb := sandbox.New(sandbox.Config{Limits: sandbox.Limits{Timeout: sandbox.MaxTimeout}})
+	if _, err := sb.Probe(b.Context()); err != nil {
+		b.Skipf("no sandbox here: %v", err)
+	}
+	dir := b.TempDir()
+	if uid, gid := sb.Owner(); uid >= 0 {
+		os.Chown(dir, uid, gid)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var procs []*sandbox.Process
+	for range n {
+		p, err := sb.Start(ctx, sandbox.Command{Dir: dir, Script: "while :; do :; done"}, io.Discard)
+		if err != nil {
+			b.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	b.Cleanup(func() {
+		cancel()
+		for _, p := range procs {
+			p.Wait()
+		}
 	})
 }
 
@@ -415,8 +456,7 @@ func benchBaseEnv(b *testing.B, llm *fakellm.Server) []string {
 		"FIRSTMATE_HTTP_ADDR=127.0.0.1:0", "FIRSTMATE_LOG_LEVEL=info",
 	}
 	if redisAnswers() {
-		const url = "redis://127.0.0.1:6379/0"
-		env = append(env, "REDIS_URL="+url, "FIRSTMATE_REDIS_PREFIX="+redisPrefix(b, url))
+		env = append(env, "REDIS_URL="+testRedisURL, "FIRSTMATE_REDIS_PREFIX="+redisPrefix(b, testRedisURL))
 	}
 	return env
 }

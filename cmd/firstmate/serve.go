@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,12 +92,13 @@ func adaptersFor(ctx context.Context, cfg *config.Config, log *slog.Logger, m *m
 	return out, nil
 }
 
-func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
-	fs, cfgPath := commonFlags("serve", stderr)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+func cmdServe(ctx context.Context, c *cli, args []string) error {
+	stderr := c.stderr
+	fs := commonFlags(c, "serve", "Run the Slack and Telegram adapters and the HTTP listener (health, metrics, webhooks).")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := c.load()
 	if err != nil {
 		return err
 	}
@@ -107,18 +109,12 @@ func cmdServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	libraryLogs(log)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a, err := newApp(ctx, cfg, log)
+	a, err := newApp(ctx, cfg, log, replicaName(cfg, os.LookupEnv))
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	replica := replicaName(cfg, os.LookupEnv)
-	boot, err := a.store.Boot(ctx, replica)
-	if err != nil {
-		return fmt.Errorf("store: count this replica's boots: %w", err)
-	}
-	a.owner = agent.Owner(replica, boot)
-	log.Info("replica", "owner", a.owner)
+	logStart(log, c, cfg, a.store, servePlatforms(cfg))
 	m := newMetrics(a.tools.set.Known())
 	adapters, err := adaptersFor(ctx, cfg, log, m, a.store, a.owner)
 	if err != nil {
@@ -204,6 +200,7 @@ func serve(ctx context.Context, a *app, ln net.Listener, adapters []adapter, m *
 			cancel(err)
 		}
 	})
+	receivers.Go(func() { trimAfterBusy(ctx, &m.done, 10*time.Second) })
 	a.log.Info("serving", "http", ln.Addr().String(), "platforms", len(adapters))
 	<-ctx.Done()
 	stopping.Store(true)
@@ -301,4 +298,27 @@ func (l printfLog) Println(v ...any) { l.log.Warn(strings.TrimSpace(fmt.Sprintln
 
 func (l printfLog) Printf(format string, v ...any) {
 	l.log.Warn(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// trimAfterBusy gives the memory a busy spell took back to the system once
+// it is over: when turns were done in one period and none in the next, it
+// collects and returns the freed pages (debug.FreeOSMemory, a few
+// milliseconds). Without it the Go runtime returns them slowly, and a
+// replica that answered a burst holds twice its idle memory for minutes.
+func trimAfterBusy(ctx context.Context, done *atomic.Int64, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last, busy := done.Load(), false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n := done.Load()
+		if n == last && busy {
+			debug.FreeOSMemory()
+		}
+		busy, last = n != last, n
+	}
 }

@@ -58,7 +58,7 @@ func testApp(t *testing.T) *app {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := newApp(t.Context(), cfg, slog.New(slog.DiscardHandler))
+	a, err := newApp(t.Context(), cfg, slog.New(slog.DiscardHandler), "")
 	if err != nil {
 		t.Fatal(err)
 	}

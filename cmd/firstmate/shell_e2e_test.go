@@ -42,6 +42,7 @@ func lastToolResult(t *testing.T, llm *fakellm.Server) string {
 // TestChatShellRunsInSandbox is the acceptance path: a turn in the
 // terminal chat runs a toolchain in the sandbox and shows its output.
 func TestChatShellRunsInSandbox(t *testing.T) {
+	t.Parallel()
 	llm := fakellm.New(t, fakellm.WithHandler(fakellm.Demo))
 	out, errOut, code := runBinary(t, chatEnv(t, llm, t.TempDir()), "$ "+versionCommand+"\n", "chat")
 	if code != 0 {
@@ -71,6 +72,7 @@ func TestChatShellRunsInSandbox(t *testing.T) {
 // shell is not offered, a call anyway says why and what fixes it, and
 // doctor says the same.
 func TestChatShellUnavailable(t *testing.T) {
+	t.Parallel()
 	llm := fakellm.New(t, fakellm.WithReplies(
 		fakellm.Calls(fakellm.Call("shell", map[string]any{"command": "id"})),
 		fakellm.Text("No shell here."),
@@ -128,6 +130,7 @@ func withoutUserNamespaces(cmd *exec.Cmd) {
 // the sandbox probe ends, but with sandbox: namespaces a failed probe
 // still stops it, saying why.
 func TestServeStopsWhenTheSandboxIsRequiredAndFails(t *testing.T) {
+	t.Parallel()
 	tg := faketelegram.New(t)
 	llm := fakellm.New(t, fakellm.WithReplies(fakellm.Text("hi")))
 	env := append(chatEnv(t, llm, t.TempDir()), "FIRSTMATE_SANDBOX=namespaces", "FIRSTMATE_HTTP_ADDR=127.0.0.1:0",
@@ -195,6 +198,7 @@ func (w *logWatch) Write(p []byte) (int, error) {
 // TestChatUnsafeHostShell: with the sandbox off, commands run on the host
 // only with the operator's explicit setting, and the thread is told.
 func TestChatUnsafeHostShell(t *testing.T) {
+	t.Parallel()
 	call := fakellm.Calls(fakellm.Call("shell", map[string]any{"command": "echo on-the-host"}))
 	llm := fakellm.New(t, fakellm.WithReplies(call, fakellm.Text("ran"), call, fakellm.Text("ran")))
 	env := append(chatEnv(t, llm, t.TempDir()), "FIRSTMATE_SANDBOX=off")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -86,28 +85,14 @@ func startSlack(t *testing.T, model func(*fakellm.Request) fakellm.Reply, extra 
 		"SLACK_BOT_TOKEN=" + sl.BotToken(), "SLACK_APP_TOKEN=" + sl.AppToken(), "SLACK_API_URL=" + sl.APIURL(),
 		"FIRSTMATE_HTTP_ADDR=" + addr, "FIRSTMATE_LOG_LEVEL=debug",
 	}, extra...)
-	if url := os.Getenv("REDIS_URL"); url != "" || redisAnswers() {
-		if url == "" {
-			url = "redis://127.0.0.1:6379/0"
-		}
-		env = append(env, "REDIS_URL="+url, "FIRSTMATE_REDIS_PREFIX="+redisPrefix(t, url))
+	if redisAnswers() {
+		env = append(env, "REDIS_URL="+testRedisURL, "FIRSTMATE_REDIS_PREFIX="+redisPrefix(t, testRedisURL))
 	}
 	e := &slackEnv{slack: sl, llm: llm, srv: startServe(t, env), http: addr}
 	if !sl.WaitConnections(1, 20*time.Second) {
 		t.Fatalf("firstmate did not open a Socket Mode connection\n%s", e.srv.logs())
 	}
 	return e
-}
-
-// redisAnswers reports whether the local Redis is up; the Slack tests use it
-// when it is (CI always has one), else the embedded store.
-func redisAnswers() bool {
-	c, err := (&net.Dialer{Timeout: 200 * time.Millisecond}).Dial("tcp", "127.0.0.1:6379")
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }
 
 // answers returns the bot's messages in a thread other than the progress
@@ -142,6 +127,7 @@ func (e *slackEnv) waitReplies(t *testing.T, channel, ts string, n int) []fakesl
 }
 
 func TestSlackMentionProgressAndAnswer(t *testing.T) {
+	t.Parallel()
 	e := startSlack(t, slackAgentModel)
 	ev := e.slack.Mention(fakeslack.General, fakeslack.Alice, "<@"+e.slack.BotUserID()+"> what is in the workspace?")
 	id := e.slack.SendEvent(ev)
@@ -197,6 +183,7 @@ func TestSlackMentionProgressAndAnswer(t *testing.T) {
 }
 
 func TestSlackDirectMessageAndDuplicates(t *testing.T) {
+	t.Parallel()
 	e := startSlack(t, func(*fakellm.Request) fakellm.Reply { return fakellm.Text("hello from the bot") })
 	dm := e.slack.DirectMessage(fakeslack.Bob, "hi")
 	e.slack.SendEvent(dm)
@@ -232,6 +219,7 @@ func TestSlackDirectMessageAndDuplicates(t *testing.T) {
 }
 
 func TestSlackRateLimitStormAndReconnect(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var once sync.Once
 	e := startSlack(t, func(req *fakellm.Request) fakellm.Reply {
@@ -265,6 +253,7 @@ func TestSlackRateLimitStormAndReconnect(t *testing.T) {
 }
 
 func TestSlackHTTPEvents(t *testing.T) {
+	t.Parallel()
 	const secret = "signing-secret-for-tests"
 	e := startSlack(t, func(*fakellm.Request) fakellm.Reply { return fakellm.Text("over http") }, "SLACK_SIGNING_SECRET="+secret)
 	url := "http://" + e.http + "/slack/events"
@@ -296,6 +285,7 @@ func TestSlackHTTPEvents(t *testing.T) {
 }
 
 func TestSlackHugeInput(t *testing.T) {
+	t.Parallel()
 	var seen int
 	var mu sync.Mutex
 	e := startSlack(t, func(req *fakellm.Request) fakellm.Reply {
@@ -349,7 +339,7 @@ func BenchmarkSlackAck(b *testing.B) {
 		"FIRSTMATE_HTTP_ADDR=127.0.0.1:0", "FIRSTMATE_LOG_LEVEL=warn",
 	}
 	if redisAnswers() {
-		env = append(env, "REDIS_URL=redis://127.0.0.1:6379/0", "FIRSTMATE_REDIS_PREFIX="+redisPrefix(b, "redis://127.0.0.1:6379/0"))
+		env = append(env, "REDIS_URL="+testRedisURL, "FIRSTMATE_REDIS_PREFIX="+redisPrefix(b, testRedisURL))
 	}
 	cmd := exec.Command(plainBinary(b), "serve")
 	cmd.Env = append([]string{"HOME=" + b.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
@@ -406,6 +396,7 @@ func plainBinary(b *testing.B) string {
 // a file and attaches it; the bot's own posts echoed back by Slack start
 // nothing; a mention inside someone else's thread brings that thread along.
 func TestSlackFilesEchoAndThreadContext(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var userTexts []string
 	model := func(req *fakellm.Request) fakellm.Reply {

@@ -326,6 +326,7 @@ func policyRules(t *testing.T, show string) []string {
 // while another channel's still is. Admins are the workspace's
 // (SLACK_WORKSPACE_ADMINS: Alice is one, Bob is not).
 func TestSlackGovernPolicyByAdminsOnly(t *testing.T) {
+	t.Parallel()
 	g := startSlackGov(t, govModel, "SLACK_WORKSPACE_ADMINS=true")
 	sl := g.slack
 	unchanged := func(when string) {
@@ -462,6 +463,7 @@ func TestSlackGovernPolicyByAdminsOnly(t *testing.T) {
 // second click changes nothing; Deny gives the model a denial; an admin's
 // "Always allow here" stores write=allow for the channel.
 func TestSlackGovernApprovalButtons(t *testing.T) {
+	t.Parallel()
 	cfg := writeFile(t, "tools:\n  ask: [write]\n")
 	g := startSlackGov(t, govModel, "FIRSTMATE_CONFIG="+cfg, "FIRSTMATE_ADMINS=slack:"+fakeslack.Alice)
 	sl := g.slack
@@ -589,6 +591,7 @@ func TestSlackGovernApprovalButtons(t *testing.T) {
 // that runs Socket Mode; the click is delivered over HTTP to a second
 // replica on the same Redis prefix, and the waiting turn goes on.
 func TestSlackGovernApprovalOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	g := startSlackGov(t, govModel, "FIRSTMATE_ADMINS=slack:"+fakeslack.Alice)
 	sl := g.slack
 
@@ -653,6 +656,7 @@ func TestSlackGovernApprovalOnAnotherReplica(t *testing.T) {
 // they write, and never reaches the model; allowed by SLACK_ALLOWED_USERS,
 // they are answered.
 func TestSlackGovernExternalUsers(t *testing.T) {
+	t.Parallel()
 	const refusal = "Sorry, I only answer people an admin has allowed"
 	refusals := func(g *slackGov) []fakeslack.Message {
 		var out []fakeslack.Message
@@ -739,6 +743,7 @@ func TestSlackGovernExternalUsers(t *testing.T) {
 // in allowlist mode, is refused (once) instead of answered, and is shown
 // no tools modal.
 func TestSlackGovernSlashCommandsRespectAccess(t *testing.T) {
+	t.Parallel()
 	// refusedBySlash runs /firstmate usage, status and tools as user and
 	// checks that none was answered.
 	refusedBySlash := func(t *testing.T, g *slackGov, user string) {

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/firstmate/firstmate/internal/fakellm"
 	"github.com/firstmate/firstmate/internal/fakeslack"
 	"github.com/firstmate/firstmate/internal/faketelegram"
+	"github.com/firstmate/firstmate/store/redis/redisurl"
 )
 
 type telegramEnv struct {
@@ -37,8 +39,7 @@ func telegramBase(t *testing.T, model func(*fakellm.Request) fakellm.Reply, opts
 		"FIRSTMATE_HTTP_ADDR=" + deadAddr(t), "FIRSTMATE_LOG_LEVEL=debug",
 	}
 	if redisAnswers() {
-		url := "redis://127.0.0.1:6379/0"
-		env = append(env, "REDIS_URL="+url, "FIRSTMATE_REDIS_PREFIX="+redisPrefix(t, url))
+		env = append(env, "REDIS_URL="+testRedisURL, "FIRSTMATE_REDIS_PREFIX="+redisPrefix(t, testRedisURL))
 	}
 	return &telegramEnv{tg: tg, llm: llm, env: env, data: data}
 }
@@ -105,6 +106,7 @@ func toolModel(answer string) func(*fakellm.Request) fakellm.Reply {
 }
 
 func TestTelegramWhereTheBotAnswers(t *testing.T) {
+	t.Parallel()
 	e := startTelegram(t, toolModel("**Done.** The workspace is <i>listed</i> <script>alert(1)</script> and `code`"))
 	before := map[string]int{}
 	for _, m := range []string{"sendMessage", "editMessageText", "deleteMessage", "sendMessageDraft", "sendChatAction"} {
@@ -175,6 +177,7 @@ func TestTelegramWhereTheBotAnswers(t *testing.T) {
 }
 
 func TestTelegramIgnoresBotsEditsAndChannelPosts(t *testing.T) {
+	t.Parallel()
 	e := startTelegram(t, func(*fakellm.Request) fakellm.Reply { return fakellm.Text("hi") })
 	m := e.tg.PrivateMessage(faketelegram.Alice, "hello")
 	e.answers(t, faketelegram.Alice, 0, 1)
@@ -190,6 +193,7 @@ func TestTelegramIgnoresBotsEditsAndChannelPosts(t *testing.T) {
 }
 
 func TestTelegramLongAnswerBrokenMarkdownAndFiles(t *testing.T) {
+	t.Parallel()
 	long := "# Report\n\n```go\n" + strings.Repeat("fmt.Println(\"<all work & no play>\")\n", 400) + "```\n\n" + strings.Repeat("**bold and _broken ", 300)
 	e := startTelegram(t, func(req *fakellm.Request) fakellm.Reply {
 		last := req.Messages[len(req.Messages)-1]
@@ -235,6 +239,7 @@ func TestTelegramLongAnswerBrokenMarkdownAndFiles(t *testing.T) {
 }
 
 func TestTelegramRateLimitsAndSecondPoller(t *testing.T) {
+	t.Parallel()
 	e := startTelegram(t, toolModel("done after the storm"))
 	e.tg.RateLimitFor("editMessageText", 2*time.Second, 1)
 	e.tg.RateLimitNext("sendMessage", 2, 1)
@@ -260,14 +265,20 @@ func TestTelegramRateLimitsAndSecondPoller(t *testing.T) {
 // again after the restart and is answered once; a message recorded before
 // the crash but not answered is answered after it.
 func TestTelegramCrashLosesNothing(t *testing.T) {
-	if !redisAnswers() {
-		t.Skip("needs Redis (the proxy in front of it stands for a store that goes away)")
+	t.Parallel()
+	// The proxy in front of Redis stands for a store that goes away.
+	u, err := redisurl.Parse(redisURL(t))
+	if err != nil {
+		t.Fatal(err)
 	}
-	proxy := newTCPProxy(t, "127.0.0.1:6379")
+	if u.Kind != redisurl.Node || u.Scheme != "redis" {
+		t.Skip("the proxy stands in front of one redis:// node; REDIS_URL names " + u.String())
+	}
+	proxy := newTCPProxy(t, u.Options().Addr)
 	e := telegramBase(t, func(*fakellm.Request) fakellm.Reply { return fakellm.Text("answered") })
 	for i, kv := range e.env {
-		if strings.HasPrefix(kv, "REDIS_URL=") {
-			e.env[i] = "REDIS_URL=redis://" + proxy.addr() + "/0"
+		if v, ok := strings.CutPrefix(kv, "REDIS_URL="); ok {
+			e.env[i] = "REDIS_URL=" + withHost(t, v, proxy.addr())
 		}
 	}
 	first := exec.Command(binary, "serve")
@@ -314,6 +325,18 @@ func (s *safeBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// withHost is the Redis URL raw with its host replaced by addr: the same
+// password and database through a proxy.
+func withHost(t *testing.T, raw, addr string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("REDIS_URL %s: %v", redisurl.Redact(raw), err)
+	}
+	u.Host = addr
+	return u.String()
 }
 
 // tcpProxy forwards connections to a target; pause cuts every connection
@@ -394,7 +417,7 @@ func BenchmarkTelegramOffset(b *testing.B) {
 		"FIRSTMATE_HTTP_ADDR=127.0.0.1:0", "FIRSTMATE_LOG_LEVEL=warn",
 	}
 	if redisAnswers() {
-		env = append(env, "REDIS_URL=redis://127.0.0.1:6379/0", "FIRSTMATE_REDIS_PREFIX="+redisPrefix(b, "redis://127.0.0.1:6379/0"))
+		env = append(env, "REDIS_URL="+testRedisURL, "FIRSTMATE_REDIS_PREFIX="+redisPrefix(b, testRedisURL))
 	}
 	cmd := exec.Command(plainBinary(b), "serve")
 	cmd.Env = append([]string{"HOME=" + b.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
@@ -435,6 +458,7 @@ func BenchmarkTelegramOffset(b *testing.B) {
 }
 
 func TestTelegramDraftsInPrivateChats(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("All work and no play makes a dull answer. ", 40)
 	// An answer that takes longer than a second to write shows as it grows.
 	slow := func(req *fakellm.Request) fakellm.Reply {
@@ -462,6 +486,7 @@ func TestTelegramDraftsInPrivateChats(t *testing.T) {
 }
 
 func TestTelegramWebhook(t *testing.T) {
+	t.Parallel()
 	const secret = "hook-secret_0123456789"
 	e := telegramBase(t, func(*fakellm.Request) fakellm.Reply { return fakellm.Text("over the webhook") })
 	addr := ""
@@ -499,9 +524,10 @@ func TestTelegramWebhook(t *testing.T) {
 }
 
 func TestDoctorChecksPlatformTokens(t *testing.T) {
+	t.Parallel()
 	tg := faketelegram.New(t)
 	sl := fakeslack.New(t)
-	llm := fakellm.New(t)
+	llm := fakellm.New(t, fakellm.WithHandler(toolCaller)) // doctor asks for a tool call
 	env := []string{"OPENAI_BASE_URL=" + llm.URL(), "FIRSTMATE_MODEL=fake-model", "FIRSTMATE_DATA_DIR=" + t.TempDir(),
 		"TELEGRAM_BOT_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL(), "TELEGRAM_ACCESS=open",
 		"SLACK_BOT_TOKEN=" + sl.BotToken(), "SLACK_APP_TOKEN=" + sl.AppToken(), "SLACK_API_URL=" + sl.APIURL()}

@@ -34,6 +34,7 @@ func listenOn(t *testing.T, addr string, h http.Handler) (*httptest.Server, *ato
 // stays refused (the server there sees nothing), and search asks the
 // configured SearXNG.
 func TestChatWebTools(t *testing.T) {
+	t.Parallel()
 	page, _ := listenOn(t, "127.0.0.2:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, `<html><head><title>Wiki</title><script>steal()</script></head><body><h1>Deploys</h1><p>On <b>Friday</b>.</p></body></html>`)

@@ -98,6 +98,8 @@ type Config struct {
 	Sandbox  string   `yaml:"sandbox" json:"sandbox"`
 	Shell    Shell    `yaml:"shell" json:"shell"`
 	Web      Web      `yaml:"web" json:"web"`
+	MCP      MCP      `yaml:"mcp" json:"mcp"`
+	Skills   Skills   `yaml:"skills" json:"skills"`
 	Admins   []Admin  `yaml:"admins" json:"admins"`
 	Slack    Slack    `yaml:"slack" json:"slack"`
 	Telegram Telegram `yaml:"telegram" json:"telegram"`
@@ -106,6 +108,7 @@ type Config struct {
 	Budget    Budget    `yaml:"budgets" json:"budgets"`
 	Approvals Approvals `yaml:"approvals" json:"approvals"`
 	Pairing   Pairing   `yaml:"pairing" json:"pairing"`
+	Schedules Schedules `yaml:"schedules" json:"schedules"`
 
 	// where values came from, for messages; nil for a Config built in code.
 	// A pointer so that %v prints an address, not the maps.
@@ -257,6 +260,24 @@ type Search struct {
 	URL  string `yaml:"url" json:"url"`   // the engine's base URL
 }
 
+// Skills are folders of instructions the model loads when a task calls
+// for one (see package tools/skills). The policy rules skill:NAME and
+// group:skills (a bare "skills" in the tools lists) allow and deny them.
+type Skills struct {
+	// Dirs hold the operator's skills, a folder NAME/ with a SKILL.md
+	// each; absolute paths. Read at start (restart to pick up a change).
+	// A channel skill of the same name is ignored: the configured one wins.
+	Dirs []string `yaml:"dirs,omitempty" json:"dirs"`
+	// Channel reads each channel's own skills from the skills/ folder of
+	// its workspace, every turn, so people can write one in chat.
+	Channel bool `yaml:"channel" json:"channel"`
+}
+
+// Enabled reports whether skills are offered at all: with neither
+// directories nor channel skills (the default), there is no skill tool
+// and the system prompt stays as it was.
+func (s Skills) Enabled() bool { return len(s.Dirs) > 0 || s.Channel }
+
 // Slack connects to one Slack app. It is enabled when BotToken is set,
 // with Socket Mode when AppToken is set, else the HTTP Events API, which
 // needs SigningSecret.
@@ -325,6 +346,31 @@ type Approvals struct {
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 }
 
+// Schedules bounds work that runs later: prompts people and the model
+// schedule into a thread (once, or on a cron), and turns' waits for a
+// delay or a background job.
+type Schedules struct {
+	// PerChannel is how many schedules and waits a channel may hold at
+	// once, its threads together; 0 turns scheduling off.
+	PerChannel int `yaml:"per_channel" json:"per_channel"`
+	// MinInterval is the least time between two firings of a cron.
+	MinInterval time.Duration `yaml:"min_interval" json:"min_interval"`
+	// TimeZone (IANA, such as Europe/Paris) is the time zone of crons and
+	// of times written without an offset.
+	TimeZone string `yaml:"time_zone" json:"time_zone"`
+	// MaxWait is the longest a turn's wait lasts (wait, wait_for_job).
+	MaxWait time.Duration `yaml:"max_wait" json:"max_wait"`
+}
+
+// Location is the time zone TimeZone names; UTC if it names none (Validate
+// reports that).
+func (s Schedules) Location() *time.Location {
+	if loc, err := time.LoadLocation(s.TimeZone); err == nil {
+		return loc
+	}
+	return time.UTC
+}
+
 // Pairing configures the codes a stranger gets in pairing mode.
 type Pairing struct {
 	CodeTTL time.Duration `yaml:"code_ttl" json:"code_ttl"` // how long a code is valid; 1m to 7 days
@@ -378,6 +424,7 @@ func Default() *Config {
 		Budget:    Budget{UserMessagesPerMinute: 20},
 		Approvals: Approvals{Timeout: 5 * time.Minute},
 		Pairing:   Pairing{CodeTTL: time.Hour},
+		Schedules: Schedules{PerChannel: 20, MinInterval: 5 * time.Minute, TimeZone: "UTC", MaxWait: 24 * time.Hour},
 	}
 }
 
@@ -389,6 +436,7 @@ type meta struct {
 	lines    map[string]int    // yaml path -> line in file
 	env      map[string]string // yaml path -> environment variable that set it
 	literal  []string          // secret keys written literally in the file
+	expanded []string          // values "${NAME}" put into MCP settings: secrets
 }
 
 // Problem is one thing wrong with the configuration.
@@ -466,6 +514,7 @@ func Load(path string, env func(string) (string, bool)) (*Config, error) {
 		}
 		probs = append(probs, ps...)
 		probs = append(probs, c.expandPlaceholders(env)...)
+		probs = append(probs, c.expandMCP(env)...)
 	}
 	probs = append(probs, c.applyEnv(env)...)
 	c.normalize(env)

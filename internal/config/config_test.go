@@ -104,6 +104,7 @@ func TestDefaults(t *testing.T) {
 		Budget:    Budget{ChannelTokensPerDay: 0, UserMessagesPerMinute: 20},
 		Approvals: Approvals{Timeout: 5 * time.Minute},
 		Pairing:   Pairing{CodeTTL: time.Hour},
+		Schedules: Schedules{PerChannel: 20, MinInterval: 5 * time.Minute, TimeZone: "UTC", MaxWait: 24 * time.Hour},
 	}
 	c.meta = nil
 	if !reflect.DeepEqual(c, want) {
@@ -288,7 +289,7 @@ func TestValidFile(t *testing.T) {
 		Pairing:   Pairing{CodeTTL: 30 * time.Minute},
 	}
 	d := Default()
-	want.Sandbox, want.Shell, want.Web = d.Sandbox, d.Shell, d.Web
+	want.Sandbox, want.Shell, want.Web, want.Schedules = d.Sandbox, d.Shell, d.Web, d.Schedules
 	got := *c
 	got.meta = nil
 	if !reflect.DeepEqual(got, want) {
@@ -422,7 +423,7 @@ func checkProblem(t *testing.T, tt problemCase) {
 func TestFileProblems(t *testing.T) {
 	tests := []problemCase{
 		{name: "unknown top-level key", file: "llm: {}\nbogus: 1\n",
-			key: "bogus", line: 2, msg: "unknown key; known top-level keys: admins, agent, approvals, budgets, http, llm, log, pairing, sandbox, shell, slack, store, telegram, tools, web"},
+			key: "bogus", line: 2, msg: "unknown key; known top-level keys: admins, agent, approvals, budgets, http, llm, log, mcp, pairing, sandbox, schedules, shell, skills, slack, store, telegram, tools, web"},
 		{name: "unknown key with a typo", file: "llm:\n  model: x\n  modle: y\n",
 			key: "llm.modle", line: 3, msg: `did you mean "model"? Known keys under llm: api_key, base_url, context_tokens`},
 		{name: "unknown nested key", file: "slack:\n  token: x\n",
@@ -987,7 +988,7 @@ func TestValidateTools(t *testing.T) {
 		line int
 		msg  string
 	}{
-		{"tools.allow[1]", 2, `unknown tool or group "shel"; did you mean "shell"? Known tools: fetch, github__issues, read, shell, start; groups: read, write, exec, web, send, mcp:github`},
+		{"tools.allow[1]", 2, `unknown tool or group "shel"; did you mean "shell"? Known tools: fetch, github__issues, read, shell, start; groups: read, write, exec, web, send, later, skills, mcp:github`},
 		{"tools.deny[0]", 4, `unknown tool or group "zzz". Known tools:`},
 		{"tools.deny[1]", 5, `unknown group "exe"; did you mean "group:exec"?`},
 		{"tools.deny[2]", 6, `unknown tool "exec". Known tools:`},

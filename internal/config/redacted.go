@@ -173,6 +173,7 @@ func (c *Config) Secrets() []string {
 			}
 		}
 	}
+	out = append(out, c.mcpSecrets()...)
 	// Validate refuses passwords in these URLs, but a Config that was not
 	// validated must not leak them either.
 	for _, s := range []string{c.LLM.BaseURL, c.Slack.APIURL, c.Telegram.APIURL} {

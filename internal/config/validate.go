@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -33,11 +34,14 @@ func (c *Config) problems() []error {
 	v.tools()
 	v.shell()
 	v.web()
+	v.mcp()
+	v.skills()
 	v.admins()
 	v.slack()
 	v.telegram()
 	v.access()
 	v.limits()
+	v.schedules()
 	for _, s := range c.secretFields() {
 		if strings.ContainsAny(string(*s.val), " \t\r\n") {
 			v.add(s.key, "contains spaces or a line break; check for a stray newline when it was copied")
@@ -140,6 +144,24 @@ func (v *validator) shell() {
 	v.atLeast("shell.open_files", s.OpenFiles, 64)
 	v.atLeast("shell.memory_mb", s.MemoryMB, 16)
 	v.atLeast("shell.jobs.per_channel", s.Jobs.PerChannel, 0)
+}
+
+func (v *validator) skills() {
+	seen := map[string]int{}
+	for i, d := range v.c.Skills.Dirs {
+		key := fmt.Sprintf("skills.dirs[%d]", i)
+		switch {
+		case strings.TrimSpace(d) == "":
+			v.add(key, "empty path; remove it")
+		case !filepath.IsAbs(d):
+			v.add(key, "%q is not an absolute path; write the whole path, such as /etc/firstmate/skills", d)
+		default:
+			if j, ok := seen[filepath.Clean(d)]; ok {
+				v.add(key, "%q is also skills.dirs[%d]; list each directory once", d, j)
+			}
+			seen[filepath.Clean(d)] = i
+		}
+	}
 }
 
 func (v *validator) web() {
@@ -381,6 +403,9 @@ func (c *Config) ValidateTools(known []string) error {
 				continue // Validate says so
 			}
 			rule, err := agent.ParseRuleName(name, known)
+			if r := ruleName(name); err != nil && c.mcpRule(r) {
+				rule, err = r, nil // an MCP server's tools are listed once it has started
+			}
 			if err != nil {
 				probs = append(probs, c.problem(key, "%s", unknownRule(name, sorted)))
 				continue
@@ -464,4 +489,17 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// schedules checks the bounds of schedules and waits.
+func (v *validator) schedules() {
+	s := &v.c.Schedules
+	if s.PerChannel < 0 || s.PerChannel > 1000 {
+		v.add("schedules.per_channel", "%d is out of range; use 0 (no scheduling) to 1000", s.PerChannel)
+	}
+	v.within("schedules.min_interval", s.MinInterval, time.Minute, 24*time.Hour, "1m to 24h")
+	v.within("schedules.max_wait", s.MaxWait, time.Minute, 7*24*time.Hour, "1m to 168h (7 days)")
+	if _, err := time.LoadLocation(s.TimeZone); err != nil || s.TimeZone == "" || s.TimeZone == "Local" {
+		v.add("schedules.time_zone", "%q is not a time zone; use an IANA name such as UTC, Europe/Paris or America/New_York", s.TimeZone)
+	}
 }

@@ -49,6 +49,17 @@ func (fc *fileCheck) walk(n *yaml.Node, t reflect.Type, path string) {
 		}
 	case t.Kind() == reflect.Struct:
 		fc.mapping(n, t, path)
+	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String:
+		// Entries keyed by a name of the operator's (mcp.servers.NAME).
+		if n.Kind != yaml.MappingNode {
+			fc.add(path, n.Line, "expected NAME: value entries, not %s", describe(n))
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := path + "." + n.Content[i].Value
+			fc.lines[p] = n.Content[i].Line
+			fc.walk(n.Content[i+1], t.Elem(), p)
+		}
 	case t.Kind() == reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			fc.add(path, n.Line, "expected a list (one \"- item\" per line, or [a, b]), not %s", describe(n))

@@ -132,7 +132,8 @@ func open(path string, ret agent.Retention, wait time.Duration, opts ...Option) 
 		// A file from before the ready index gets one: its sessions with
 		// waiting messages, in the order the file lists them.
 		index := tx.Bucket(bucketReady) == nil
-		for _, name := range append([][]byte{bucketSeen, bucketSessions, bucketSettings, bucketReady, bucketReadyAt, bucketBoots, bucketJobs}, governBuckets...) {
+		for _, name := range append([][]byte{bucketSeen, bucketSessions, bucketSettings, bucketReady, bucketReadyAt, bucketBoots, bucketJobs,
+			bucketSchedules, bucketScheduleDue, bucketScheduleChannels}, governBuckets...) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

@@ -120,6 +120,26 @@ const (
 	// (who asked the job to stop). Expires tools.JobKeep after its last
 	// change; a running job's owner rewrites it every few seconds.
 	jobs
+
+	// The four schedule records share the tag {sched}: every schedule
+	// script touches several of them at once. No TTL on any: a schedule
+	// holds until it fires for the last time or someone removes it, and
+	// each channel holds at most its limit of them (schedules.per_channel).
+
+	// Every schedule by ID (name: none): a sorted set scored, for a
+	// pending schedule, by its due time, for a firing one by the end of
+	// its claimer's lease (Unix ms), so one range finds what fell due and
+	// what a dead replica left firing.
+	scheduleDue
+	// The schedules: a hash of ID → agent.Schedule JSON, as pending (its
+	// firing state is in scheduleFiring and scheduleDue).
+	scheduleData
+	// The firing schedules: a hash of ID → the owner that claimed it.
+	scheduleFiring
+	// A channel's schedules (the channel's key; its threads' schedules
+	// too): a set of IDs, to list them and count them against the limit.
+	// Redis deletes it with its last member.
+	scheduleChannel
 )
 
 // key derives every Redis key the store uses; nothing else builds one.
@@ -147,6 +167,10 @@ const (
 //	fm:{boot:web-0%3A8080}                           boot (name: replica)
 //	fm:{lease:telegram}                              named (name: lease)
 //	fm:{jobs:slack%3AT1%3AC1%3A}                     jobs (name: space)
+//	fm:{sched}:due                                   scheduleDue
+//	fm:{sched}:data                                  scheduleData
+//	fm:{sched}:firing                                scheduleFiring
+//	fm:{sched}:c:slack:T1:C1:                        scheduleChannel (the channel's key)
 //
 // The hash tag of a session's keys is its channel, so a session's keys, the
 // dedup records of its chat and its channel's settings share one Cluster
@@ -171,7 +195,12 @@ const (
 // Hit and approval keys are tagged by their own name: each is one key, and
 // spreading them spreads the hot path (rate limits) over the Cluster. The
 // ready keys share one tag: touchScript and sweepScript change them
-// together.
+// together, and so do the schedule keys, which every schedule script
+// changes together. A channel's set of schedules carries the channel's key
+// after the tag, not in it, so it stays in the schedules' slot; the
+// schedules of every channel are on one shard, which their number (a few
+// per channel) and their traffic (a look a second per replica) do not
+// strain.
 func (s *Store) key(r record, k agent.SessionKey, name string) string {
 	switch r {
 	case grants:
@@ -202,6 +231,14 @@ func (s *Store) key(r record, k agent.SessionKey, name string) string {
 		return s.prefix + ":{lease:" + storegov.Escape(name) + "}"
 	case jobs:
 		return s.prefix + ":{jobs:" + storegov.Escape(name) + "}"
+	case scheduleDue:
+		return s.prefix + ":{sched}:due"
+	case scheduleData:
+		return s.prefix + ":{sched}:data"
+	case scheduleFiring:
+		return s.prefix + ":{sched}:firing"
+	case scheduleChannel:
+		return s.prefix + ":{sched}:c:" + k.Channel().String()
 	}
 	tag := s.prefix + ":{" + k.Channel().String() + "}:"
 	switch r {

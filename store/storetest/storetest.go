@@ -172,6 +172,11 @@ func Run(t *testing.T, open func(t *testing.T, c Config) agent.Store) {
 		{"GovernInvalidArguments", s.testGovernInvalid},
 		{"JobBoard", s.testJobBoard},
 		{"JobBoardConcurrent", s.testJobBoardConcurrent},
+		{"Schedules", s.testSchedules},
+		{"ScheduleClaim", s.testScheduleClaim},
+		{"ScheduleLeaseExpires", s.testScheduleLeaseExpires},
+		{"ScheduleConcurrentClaim", s.testScheduleConcurrentClaim},
+		{"ScheduleInvalid", s.testScheduleInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Every test has its own store, so they can all run at once;

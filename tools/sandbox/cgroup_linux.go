@@ -135,7 +135,9 @@ func prepareCgroups(dir string) (*cgroups, string) {
 // CLONE_INTO_CGROUP) with a function that removes it once the command
 // has ended.
 func (c *cgroups) create(l Limits) (*os.File, func(), error) {
-	dir := filepath.Join(c.parent, "c"+strconv.FormatUint(c.n.Add(1), 10))
+	// The process ID keeps apart the commands of several firstmate
+	// processes sharing one delegated cgroup (replicas in one unit, tests).
+	dir := filepath.Join(c.parent, "c"+strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(c.n.Add(1), 10))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, nil, err
 	}

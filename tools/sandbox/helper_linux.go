@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,7 +26,7 @@ const (
 
 // protocol changes whenever spec does: a firstmate-sandbox binary from
 // another build refuses to run rather than misread it.
-const protocol = 2
+const protocol = 3
 
 // spec is what the parent tells the helper, as JSON in argv[1].
 type spec struct {
@@ -42,6 +43,14 @@ type spec struct {
 	// Cgroup says the command starts in a cgroup of its own whose
 	// memory.max bounds it; otherwise RLIMIT_DATA does.
 	Cgroup bool `json:"cgroup,omitempty"`
+	// Mounts are Command.Paths; mount i is descriptor fdMounts+i.
+	Mounts []mount `json:"mounts,omitempty"`
+
+	// The parent's side only.
+	stdin      io.Reader
+	stderr     io.Writer
+	env        []string   // Command.Env, passed in the helper's environment
+	mountFiles []*os.File // the descriptors of Mounts
 }
 
 // probe asks the helper, once confined, to try what must fail instead of
@@ -86,7 +95,7 @@ func MaybeHelper() {
 	if sp.Probe != nil {
 		os.Exit(runProbe(sp.Probe, status))
 	}
-	env := []string{"PATH=" + sp.Path, "HOME=/workspace", "LANG=C.UTF-8"}
+	env := commandEnv([]string{"PATH=" + sp.Path, "HOME=/workspace", "LANG=C.UTF-8"}, os.Environ())
 	err := unix.Exec("/bin/sh", []string{"sh", "-c", sp.Script}, env)
 	fail(fmt.Errorf("exec /bin/sh: %w", err))
 }
@@ -95,7 +104,8 @@ func MaybeHelper() {
 // user namespace (mapped to an unprivileged host uid) with full
 // capabilities there, and ends with none.
 func confine(sp *spec) error {
-	if err := buildRoot(sp.Dir, sp.BindDir, sp.Limits.TmpCap()); err != nil {
+	mounted, err := buildRoot(sp.Dir, sp.BindDir, sp.Limits.TmpCap(), sp.Mounts)
+	if err != nil {
 		return err
 	}
 	if err := unix.Sethostname([]byte("sandbox")); err != nil {
@@ -113,7 +123,7 @@ func confine(sp *spec) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	if err := applyLandlock(sp.NoCreate); err != nil {
+	if err := applyLandlock(sp.NoCreate, mounted); err != nil {
 		return err
 	}
 	if err := installSeccomp(); err != nil {
@@ -149,7 +159,27 @@ func closeOnExecAll() error {
 
 const newRoot = "/tmp" // any directory: it is covered by a tmpfs in this mount namespace only
 
-func buildRoot(dir string, bindDir bool, tmpSize int64) error {
+// buildRoot builds the root the command sees and returns the extra mounts
+// it made (the others were in view already).
+func buildRoot(dir string, bindDir bool, tmpSize int64, mounts []mount) ([]mount, error) {
+	if err := buildRootFS(dir, bindDir, tmpSize); err != nil {
+		return nil, err
+	}
+	var made []mount
+	for i, m := range mounts {
+		ok, err := mountExtra(m, fdMounts+i, filepath.Join(newRoot, m.Path))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			made = append(made, m)
+		}
+	}
+	return made, enterRoot()
+}
+
+// buildRootFS mounts the command's root at newRoot.
+func buildRootFS(dir string, bindDir bool, tmpSize int64) error {
 	// Nothing mounted here may propagate back to the host.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -221,9 +251,11 @@ func buildRoot(dir string, bindDir bool, tmpSize int64) error {
 	if err := os.WriteFile(r("proc/sys/user/max_user_namespaces"), []byte("0"), 0); err != nil {
 		return fmt.Errorf("user.max_user_namespaces: %w", err)
 	}
-	if err := bindRO(r("proc/sys"), r("proc/sys")); err != nil {
-		return err
-	}
+	return bindRO(r("proc/sys"), r("proc/sys"))
+}
+
+// enterRoot makes newRoot the root, read-only, and enters /workspace.
+func enterRoot() error {
 	if err := os.Chdir(newRoot); err != nil {
 		return err
 	}
@@ -405,7 +437,7 @@ func dropCapabilities() error {
 
 // applyLandlock is the second layer: even if the mount layer let
 // something of the host through, only these paths can be touched.
-func applyLandlock(noCreate bool) error {
+func applyLandlock(noCreate bool, mounts []mount) error {
 	abi, _ := ll.LandlockGetABIVersion()
 	cfg := landlock.V7
 	// Landlock's TCP rules are per port: handling them with no rule would
@@ -422,7 +454,7 @@ func applyLandlock(noCreate bool) error {
 	for i, n := range devNodes {
 		dev[i] = "/dev/" + n
 	}
-	fd, flags, err := cfg.NewRulesetFD(
+	rules := []landlock.Rule{
 		// Listing any directory is harmless: everything in view was put
 		// there on purpose. Reading and executing is per directory.
 		landlock.PathAccess(landlock.AccessFSSet(ll.AccessFSReadDir), "/"),
@@ -430,7 +462,15 @@ func applyLandlock(noCreate bool) error {
 		landlock.RWFiles(dev...),
 		workspaceRule(noCreate),
 		landlock.RWDirs("/tmp"),
-	)
+	}
+	for _, m := range mounts {
+		if m.File {
+			rules = append(rules, landlock.ROFiles(m.Path))
+		} else {
+			rules = append(rules, landlock.RODirs(m.Path))
+		}
+	}
+	fd, flags, err := cfg.NewRulesetFD(rules...)
 	if err != nil {
 		return fmt.Errorf("landlock: %w", err)
 	}

@@ -83,8 +83,18 @@ type Process struct {
 // Start starts c with its output (stdout and stderr interleaved) written
 // to out. The command is killed when ctx ends or its timeout passes.
 func (s *Sandbox) Start(ctx context.Context, c Command, out io.Writer) (*Process, error) {
+	if err := checkEnv(c.Env); err != nil {
+		return nil, err
+	}
 	l := s.merge(c.Limits)
-	dctx, cancel := context.WithTimeout(ctx, l.Timeout)
+	var dctx context.Context
+	var cancel context.CancelFunc
+	if c.Daemon {
+		l.CPU = daemonCPU
+		dctx, cancel = context.WithCancel(ctx)
+	} else {
+		dctx, cancel = context.WithTimeout(ctx, l.Timeout)
+	}
 	p := &Process{cancel: cancel, deadline: dctx, parent: ctx}
 	var err error
 	if s.cfg.Kind == KindHost {
@@ -105,7 +115,15 @@ const cloneFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_N
 	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
 
 func (s *Sandbox) startNS(ctx context.Context, p *Process, c Command, l Limits, out io.Writer) error {
-	return s.startNSWith(ctx, p, spec{Script: c.Script, Dir: c.Dir, Path: s.cfg.Path, Limits: l, NoFSize: c.NoGrow, NoCreate: c.NoCreate}, out)
+	sp := spec{Script: c.Script, Dir: c.Dir, Path: s.cfg.Path, Limits: l, NoFSize: c.NoGrow, NoCreate: c.NoCreate,
+		stdin: c.Stdin, stderr: c.Stderr, env: c.Env}
+	mounts, files, err := openPaths(c.Paths)
+	if err != nil {
+		return err
+	}
+	defer closeAll(files)
+	sp.Mounts, sp.mountFiles = mounts, files
+	return s.startNSWith(ctx, p, sp, out)
 }
 
 func (s *Sandbox) startNSWith(ctx context.Context, p *Process, sp spec, out io.Writer) error {
@@ -138,9 +156,16 @@ func (s *Sandbox) startNSWith(ctx context.Context, p *Process, sp spec, out io.W
 	cmd := exec.CommandContext(ctx, s.cfg.Exe)
 	cmd.Args = []string{HelperName, string(js)}
 	cmd.Env = []string{}
+	for _, e := range sp.env {
+		cmd.Env = append(cmd.Env, envPrefix+e)
+	}
 	cmd.Dir = "/"
+	cmd.Stdin = sp.stdin
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.ExtraFiles = []*os.File{ws, sw}
+	if sp.stderr != nil {
+		cmd.Stderr = sp.stderr
+	}
+	cmd.ExtraFiles = append([]*os.File{ws, sw}, sp.mountFiles...)
 	cmd.WaitDelay = 5 * time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  cloneFlags,
@@ -197,9 +222,13 @@ func lowerAutogroup(pid int) error {
 
 func (s *Sandbox) startHost(ctx context.Context, p *Process, c Command, l Limits, out io.Writer) error {
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", c.Script)
-	cmd.Env = []string{"PATH=" + s.cfg.Path, "HOME=" + c.Dir, "LANG=C.UTF-8"}
+	cmd.Env = append([]string{"PATH=" + s.cfg.Path, "HOME=" + c.Dir, "LANG=C.UTF-8"}, c.Env...)
 	cmd.Dir = c.Dir
+	cmd.Stdin = c.Stdin
 	cmd.Stdout, cmd.Stderr = out, out
+	if c.Stderr != nil {
+		cmd.Stderr = c.Stderr
+	}
 	cmd.WaitDelay = 5 * time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

@@ -18,6 +18,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/firstmate/firstmate/tools"
@@ -200,6 +201,29 @@ type Command struct {
 	// NoCreate forbids making anything in the workspace (Landlock, where
 	// the kernel has it): over its file quota it can still be cleaned up.
 	NoCreate bool
+
+	// What a server (an MCP server on stdio) needs besides.
+
+	// Stdin is the command's standard input; nil is /dev/null. An *os.File
+	// (a pipe) is handed over as it is; another reader is copied by a
+	// goroutine that Wait waits for.
+	Stdin io.Reader
+	// Stderr, if set, gets the command's standard error apart from its
+	// output: the writer given to Start then gets stdout only.
+	Stderr io.Writer
+	// Env are NAME=value pairs added to the command's environment (which
+	// holds only PATH, HOME and LANG otherwise); they may override those.
+	// They reach the helper through its environment, never its argv,
+	// which every user of the host can read.
+	Env []string
+	// Paths are host files or directories the command may read and
+	// execute, mounted read-only at the same path (a Landlock read rule
+	// too). Those under /usr and the top-level links into it (/bin, /lib,
+	// …) are in view already; /workspace, /proc and /dev cannot be.
+	Paths []string
+	// Daemon runs the command until ctx ends or it is killed: no
+	// wall-clock timeout and no CPU-time limit (a server, not a command).
+	Daemon bool
 }
 
 // Report is what Probe found.

@@ -166,7 +166,7 @@ func (js *jobs) running(all []tools.Job) int {
 
 const startDesc = "Start a long-running command (a dev server, a watcher, a long build) in the background, in its own " +
 	"sandbox like shell's, detached from this turn. Its output goes to the log file it names in the workspace. " +
-	"Use jobs to see how it is doing and stop to end it."
+	"Use jobs to see how it is doing and stop to end it; to go on when it ends without waiting in this turn, use wait_for_job where it is offered."
 
 type startArgs struct {
 	Command string `json:"command" jsonschema:"the command line, run by sh -c in /workspace"`

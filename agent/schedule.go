@@ -1,0 +1,722 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/firstmate/firstmate/tools"
+	"github.com/firstmate/firstmate/tools/schedule"
+)
+
+// Work that runs later. A schedule is a prompt posted into the thread it
+// was made in, as a new message from the person who made it: once, on a
+// cron, or when a turn's wait ends (after a delay, or when a background
+// job ends). It is kept in the store ([ScheduleStore]); when it is due, one
+// replica claims it (the store moves it to a firing state with a lease),
+// enqueues its message with an ID made of the schedule's ID and due time
+// (so that a second enqueue, by a replica that took over from one that
+// died mid-way, is a duplicate the mailbox drops), then reschedules it (a
+// cron) or deletes it. The message then goes the way of any other: the
+// session's lease, the channel's policy and budgets apply to its turn.
+
+// Schedule is one schedule as the store keeps it.
+type Schedule struct {
+	ID     string        `json:"id"`
+	Key    SessionKey    `json:"key"` // the thread (or flat chat) it posts into
+	By     User          `json:"by"`  // who made it: the message's author
+	Kind   schedule.Kind `json:"kind"`
+	Prompt string        `json:"prompt,omitempty"`
+	Cron   string        `json:"cron,omitempty"` // five fields
+	TZ     string        `json:"tz,omitempty"`   // the cron's time zone (IANA name)
+	Job    int           `json:"job,omitempty"`  // a job wait: the job's ID
+	Space  string        `json:"space,omitempty"`
+	// Due is when it fires next; a job wait's next look at its job.
+	Due time.Time `json:"due"`
+	// Until is when a job wait gives up waiting.
+	Until   time.Time `json:"until,omitzero"`
+	Created time.Time `json:"created"`
+	// Owner and Lease are the store's: the replica posting it now and
+	// until when it may (see ScheduleStore.ClaimSchedules); empty while
+	// it waits.
+	Owner string    `json:"owner,omitempty"`
+	Lease time.Time `json:"lease,omitzero"`
+}
+
+// ScheduleStore keeps schedules where every replica sees them. Both
+// stores implement it; store/storetest holds its conformance tests. A
+// schedule is pending (waiting for its Due) or firing (claimed by an owner
+// until its lease ends).
+type ScheduleStore interface {
+	// AddSchedule stores s, pending, unless its channel (the threads of
+	// s.Key's channel together) holds max schedules already: then
+	// ErrScheduleLimit, and nothing is stored. s needs an ID not stored
+	// yet, a valid key and a Due; otherwise ErrInvalid.
+	AddSchedule(ctx context.Context, s Schedule, max int) error
+	// Schedules lists a channel's schedules, those of all its threads,
+	// soonest due first, the firing ones with their Owner and Lease.
+	Schedules(ctx context.Context, channel SessionKey) ([]Schedule, error)
+	// RemoveSchedule deletes the channel's schedule id, pending or firing,
+	// and returns it; ErrNotFound if the channel has none with that ID.
+	RemoveSchedule(ctx context.Context, channel SessionKey, id string) (Schedule, error)
+	// ClaimSchedules hands owner up to limit schedules, most overdue
+	// first: pending ones whose Due has come (by the store's clock), and
+	// firing ones whose lease ended (the replica that claimed them died
+	// before it finished). Each becomes firing, held by owner for ttl,
+	// atomically: of two callers, one gets it. Due is left as it was.
+	ClaimSchedules(ctx context.Context, owner string, ttl time.Duration, limit int) ([]Schedule, error)
+	// FinishSchedule ends owner's firing of s: with next set, s is
+	// pending again, due at next (the rest of s as stored); with next
+	// zero, it is deleted. ErrLeaseLost if owner no longer holds it
+	// (another owner claimed it after its lease ended, or it is
+	// pending); ErrNotFound if it was removed meanwhile.
+	FinishSchedule(ctx context.Context, s Schedule, owner string, next time.Time) error
+}
+
+var (
+	// ErrScheduleLimit is returned by AddSchedule for a channel that has
+	// as many schedules as it may.
+	ErrScheduleLimit = errors.New("the channel's schedule limit is reached")
+	// ErrNotYours refuses to remove someone else's schedule to a person
+	// who is not an admin there.
+	ErrNotYours = errors.New("only its maker or an admin can remove a schedule")
+)
+
+// Audit actions of schedules.
+const (
+	AuditScheduleAdd    = "schedule.add"
+	AuditScheduleRemove = "schedule.remove"
+)
+
+// ScheduleConfig bounds schedules. Zero fields take the defaults.
+type ScheduleConfig struct {
+	// PerChannel is how many schedules (waits included) a channel may
+	// hold at once; default 20.
+	PerChannel int
+	// MinInterval is the least time between two firings of a cron;
+	// default 5m.
+	MinInterval time.Duration
+	// Location is the time zone of crons and of times written without an
+	// offset; default UTC.
+	Location *time.Location
+	// MaxAhead is how far ahead a single firing may be; default 366 days.
+	MaxAhead time.Duration
+	// MaxWait is the longest wait, and the longest a job wait waits;
+	// default 24h.
+	MaxWait time.Duration
+	// JobPoll is how often a job wait looks at its job; default 5s.
+	JobPoll time.Duration
+	// Every is how often each replica looks for due schedules; default 1s.
+	Every time.Duration
+	// Jobs is the background jobs' board job waits read; nil takes their
+	// jobs for gone.
+	Jobs tools.JobBoard
+}
+
+// DefaultSchedules are the bounds of ScheduleConfig's zero fields.
+var DefaultSchedules = ScheduleConfig{PerChannel: 20, MinInterval: 5 * time.Minute, Location: time.UTC,
+	MaxAhead: 366 * 24 * time.Hour, MaxWait: 24 * time.Hour, JobPoll: 5 * time.Second, Every: time.Second}
+
+func (c ScheduleConfig) withDefaults() ScheduleConfig {
+	d := DefaultSchedules
+	if c.PerChannel <= 0 {
+		c.PerChannel = d.PerChannel
+	}
+	if c.MinInterval <= 0 {
+		c.MinInterval = d.MinInterval
+	}
+	if c.Location == nil {
+		c.Location = d.Location
+	}
+	if c.MaxAhead <= 0 {
+		c.MaxAhead = d.MaxAhead
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = d.MaxWait
+	}
+	if c.JobPoll <= 0 {
+		c.JobPoll = d.JobPoll
+	}
+	if c.Every <= 0 {
+		c.Every = d.Every
+	}
+	return c
+}
+
+// fireLease is how long a replica holds a schedule it posts: far longer
+// than posting takes (a few store calls), short enough that the schedule
+// of a replica that died mid-way is posted by another soon after.
+const fireLease = 30 * time.Second
+
+// claimBatch is the most schedules one look claims.
+const claimBatch = 64
+
+// Scheduler makes, lists and removes schedules for people (the schedule
+// commands) and for the model (package tools/schedule's tools, whose
+// [schedule.Scheduler] it is); the [Dispatcher] given it in its config
+// posts them when they are due.
+type Scheduler struct {
+	store ScheduleStore
+	cfg   ScheduleConfig
+
+	mu sync.Mutex
+	d  *Dispatcher // set by NewDispatcher: who is an admin where, and the audit log
+}
+
+var _ schedule.Scheduler = (*Scheduler)(nil)
+
+// NewScheduler returns a scheduler over st.
+func NewScheduler(st ScheduleStore, cfg ScheduleConfig) *Scheduler {
+	return &Scheduler{store: st, cfg: cfg.withDefaults()}
+}
+
+// Config returns the scheduler's bounds, defaults filled in.
+func (s *Scheduler) Config() ScheduleConfig { return s.cfg }
+
+func (s *Scheduler) bind(d *Dispatcher) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.d = d
+}
+
+func (s *Scheduler) dispatcher() *Dispatcher {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.d
+}
+
+// admin reports whether u administers key's channel.
+func (s *Scheduler) admin(ctx context.Context, key SessionKey, u User) bool {
+	d := s.dispatcher()
+	return d != nil && d.adminHere(ctx, key, u)
+}
+
+func (s *Scheduler) audit(ctx context.Context, e AuditEntry) {
+	if d := s.dispatcher(); d != nil {
+		d.audit(ctx, e)
+	}
+}
+
+// rules are what a When may say here.
+func (s *Scheduler) rules() schedule.Rules {
+	return schedule.Rules{Location: s.cfg.Location, MinInterval: s.cfg.MinInterval, MaxAhead: s.cfg.MaxAhead}
+}
+
+// callKey reads the conversation and person of a tool call.
+func callKey(c tools.Call) (SessionKey, User, error) {
+	key, err := ParseSessionKey(c.Session)
+	if err != nil {
+		return SessionKey{}, User{}, err
+	}
+	return key, User{ID: c.User, Name: c.UserName}, nil
+}
+
+// Schedule implements [schedule.Scheduler].
+func (s *Scheduler) Schedule(ctx context.Context, c tools.Call, p schedule.Plan) (schedule.Entry, error) {
+	key, u, err := callKey(c)
+	if err != nil {
+		return schedule.Entry{}, err
+	}
+	sch, err := s.add(ctx, key, u, p)
+	if err != nil {
+		return schedule.Entry{}, err
+	}
+	return s.entry(sch, key, u), nil
+}
+
+// List implements [schedule.Scheduler].
+func (s *Scheduler) List(ctx context.Context, c tools.Call) ([]schedule.Entry, int, error) {
+	key, u, err := callKey(c)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s.list(ctx, key, u)
+}
+
+// Unschedule implements [schedule.Scheduler].
+func (s *Scheduler) Unschedule(ctx context.Context, c tools.Call, id string) (schedule.Entry, error) {
+	key, u, err := callKey(c)
+	if err != nil {
+		return schedule.Entry{}, err
+	}
+	sch, err := s.remove(ctx, key, u, id)
+	if err != nil {
+		return schedule.Entry{}, err
+	}
+	return s.entry(sch, key, u), nil
+}
+
+// add makes a schedule in key's conversation for by.
+func (s *Scheduler) add(ctx context.Context, key SessionKey, by User, p schedule.Plan) (Schedule, error) {
+	if err := key.Validate(); err != nil {
+		return Schedule{}, err
+	}
+	now := time.Now()
+	sch := Schedule{Key: key, By: by, Kind: p.Kind, Prompt: strings.TrimSpace(p.Prompt), Created: now.UTC()}
+	switch p.Kind {
+	case schedule.Once, schedule.Cron:
+		if sch.Prompt == "" {
+			return Schedule{}, fmt.Errorf("%w: say what to post when it fires", schedule.ErrBadWhen)
+		}
+		t, err := s.rules().Parse(p.When, now)
+		if err != nil {
+			return Schedule{}, err
+		}
+		sch.Kind, sch.Due = schedule.Once, t.Due
+		if t.Cron != "" {
+			sch.Kind, sch.Cron, sch.TZ = schedule.Cron, t.Cron, s.cfg.Location.String()
+		}
+	case schedule.Wait:
+		if p.Wait <= 0 || p.Wait > s.cfg.MaxWait {
+			return Schedule{}, fmt.Errorf("%w: a wait is from a second to %s; %s is not", schedule.ErrBadWhen, schedule.Round(s.cfg.MaxWait), schedule.Round(p.Wait))
+		}
+		sch.Due = now.Add(p.Wait)
+	case schedule.Job:
+		wait := p.Wait
+		if wait == 0 {
+			wait = s.cfg.MaxWait
+		}
+		if wait < 0 || wait > s.cfg.MaxWait {
+			return Schedule{}, fmt.Errorf("%w: a wait for a job lasts at most %s", schedule.ErrBadWhen, schedule.Round(s.cfg.MaxWait))
+		}
+		if p.Job <= 0 || p.Space == "" {
+			return Schedule{}, fmt.Errorf("%w job wait: no job", ErrInvalid)
+		}
+		sch.Job, sch.Space = p.Job, p.Space
+		sch.Due, sch.Until = now.Add(s.cfg.JobPoll), now.Add(wait)
+	default:
+		return Schedule{}, fmt.Errorf("%w schedule kind %q", ErrInvalid, p.Kind)
+	}
+	sch.Due = sch.Due.Round(0) // no monotonic reading: it is stored
+	var err error
+	for range 2 { // a new ID once, should the first be taken
+		sch.ID = newScheduleID()
+		if err = s.store.AddSchedule(ctx, sch, s.cfg.PerChannel); !errors.Is(err, ErrInvalid) {
+			break
+		}
+	}
+	switch {
+	case errors.Is(err, ErrScheduleLimit):
+		return Schedule{}, told(ErrScheduleLimit, "this channel has %d schedules and waits, its most; remove one first (schedules lists them)", s.cfg.PerChannel)
+	case err != nil:
+		return Schedule{}, fmt.Errorf("store the schedule: %w", err)
+	}
+	s.audit(ctx, AuditEntry{Action: AuditScheduleAdd, Platform: key.Platform, Channel: key.Channel().String(),
+		User: auditUser(key.Platform, by.ID), Tool: string(sch.Kind), Args: shorten(sch.Prompt, 200), Detail: sch.ID + " " + when(sch)})
+	return sch, nil
+}
+
+// when is a schedule's timing for the audit log.
+func when(s Schedule) string {
+	switch s.Kind {
+	case schedule.Cron:
+		return fmt.Sprintf("cron %q %s", s.Cron, s.TZ)
+	case schedule.Job:
+		return fmt.Sprintf("job %d until %s", s.Job, s.Until.UTC().Format(time.RFC3339))
+	}
+	return "at " + s.Due.UTC().Format(time.RFC3339)
+}
+
+// list returns the schedules of key's channel by may see: their own, or
+// all if by is an admin there; and how many others there are.
+func (s *Scheduler) list(ctx context.Context, key SessionKey, by User) ([]schedule.Entry, int, error) {
+	all, err := s.store.Schedules(ctx, key.Channel())
+	if err != nil {
+		return nil, 0, fmt.Errorf("list schedules: %w", err)
+	}
+	var out []schedule.Entry
+	others, asked, admin := 0, false, false
+	for _, sch := range all {
+		if !mine(sch, by) {
+			if !asked {
+				// Asked only when it matters: it may be a platform call.
+				asked, admin = true, s.admin(ctx, key, by)
+			}
+			if !admin {
+				others++
+				continue
+			}
+		}
+		out = append(out, s.entry(sch, key, by))
+	}
+	return out, others, nil
+}
+
+// mine reports whether u made s. People a platform does not name (the
+// terminal's operator) cannot be told apart, so they share theirs.
+func mine(s Schedule, u User) bool { return s.By.ID == u.ID }
+
+// remove deletes the schedule id of key's channel if by made it or is an
+// admin there.
+func (s *Scheduler) remove(ctx context.Context, key SessionKey, by User, id string) (Schedule, error) {
+	channel := key.Channel()
+	all, err := s.store.Schedules(ctx, channel)
+	if err != nil {
+		return Schedule{}, fmt.Errorf("list schedules: %w", err)
+	}
+	i := slices.IndexFunc(all, func(sch Schedule) bool { return strings.EqualFold(sch.ID, id) })
+	if id == "" || i < 0 {
+		return Schedule{}, told(ErrNotFound, "this channel has no schedule %q; schedules lists them", id)
+	}
+	if !mine(all[i], by) && !s.admin(ctx, key, by) {
+		return Schedule{}, fmt.Errorf("%w: %s was made by %s", ErrNotYours, all[i].ID, nameOf(all[i].By))
+	}
+	removed, err := s.store.RemoveSchedule(ctx, channel, all[i].ID)
+	if errors.Is(err, ErrNotFound) {
+		return Schedule{}, told(ErrNotFound, "schedule %s is gone already (it fired, or was removed)", all[i].ID)
+	}
+	if err != nil {
+		return Schedule{}, fmt.Errorf("remove the schedule: %w", err)
+	}
+	s.audit(ctx, AuditEntry{Action: AuditScheduleRemove, Platform: key.Platform, Channel: channel.String(),
+		User: auditUser(key.Platform, by.ID), Tool: string(removed.Kind), Args: shorten(removed.Prompt, 200),
+		Detail: removed.ID + " by " + auditUser(key.Platform, removed.By.ID)})
+	return removed, nil
+}
+
+// toldError is an error whose message is for people, wrapping the
+// sentinel it is.
+type toldError struct {
+	msg string
+	err error
+}
+
+func (e *toldError) Error() string { return e.msg }
+func (e *toldError) Unwrap() error { return e.err }
+
+func told(err error, format string, args ...any) error {
+	return &toldError{msg: fmt.Sprintf(format, args...), err: err}
+}
+
+// entry is how the tools and commands show sch to by in key's thread.
+func (s *Scheduler) entry(sch Schedule, key SessionKey, by User) schedule.Entry {
+	tz := sch.TZ
+	if tz == "" {
+		tz = s.cfg.Location.String() // the zone its times are shown in
+	}
+	return schedule.Entry{ID: sch.ID, Kind: sch.Kind, Prompt: sch.Prompt, Due: sch.Due, Until: sch.Until, Cron: sch.Cron,
+		TZ: tz, Job: sch.Job, By: nameOf(sch.By), Mine: mine(sch, by), Elsewhere: sch.Key != key, Firing: sch.Owner != ""}
+}
+
+func nameOf(u User) string {
+	if u.Name != "" {
+		return u.Name
+	}
+	if u.ID != "" {
+		return u.ID
+	}
+	return "someone"
+}
+
+// idAlphabet leaves out letters and digits that read alike (0 o, 1 l i),
+// for IDs people type.
+const idAlphabet = "23456789abcdefghjkmnpqrstuvwxyz"
+
+// newScheduleID is six characters of idAlphabet: easy to type, and one in
+// about 900 million of clashing with another (which AddSchedule refuses).
+func newScheduleID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
+	}
+	return string(b[:])
+}
+
+// messageID is the ID of the message a firing posts: the same for every
+// replica that posts this firing, so that the mailbox keeps one.
+func (sch Schedule) messageID() string {
+	return "sched:" + sch.ID + ":" + strconv.FormatInt(sch.Due.UnixMilli(), 10)
+}
+
+// inbound is the message a firing posts, text as the turn reads it.
+func (sch Schedule) inbound(text string, now time.Time) Inbound {
+	return Inbound{Key: sch.Key, MessageID: sch.messageID(), User: sch.By, Text: text, Addressed: true, Time: now.UTC()}
+}
+
+// watchSchedules looks for due schedules every cfg.Every, and posts them,
+// until ctx ends.
+func (d *Dispatcher) watchSchedules(ctx context.Context, s *Scheduler) {
+	t := time.NewTicker(s.cfg.Every)
+	defer t.Stop()
+	for {
+		// A look at once: what fell due while firstmate was down fires now.
+		due, err := s.store.ClaimSchedules(ctx, d.ownerID(), fireLease, claimBatch)
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn("claim due schedules", "err", err)
+		}
+		for _, sch := range due {
+			d.fire(ctx, s, sch)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// fire posts a claimed schedule's message, then reschedules or deletes
+// it. A step that fails leaves it firing: when its lease ends it is
+// claimed again (by any replica) and posted with the same message ID.
+func (d *Dispatcher) fire(ctx context.Context, s *Scheduler, sch Schedule) {
+	log := d.log.With("schedule", sch.ID, "session", sch.Key.String(), "kind", string(sch.Kind))
+	now := time.Now()
+	var text string
+	switch sch.Kind {
+	case schedule.Job:
+		report, over := s.lookAtJob(ctx, sch, now)
+		if !over {
+			d.finishFiring(ctx, s, sch, now.Add(s.cfg.JobPoll), log)
+			return
+		}
+		text = "[woken: " + report + "]\n" + noteOr(sch.Prompt)
+	case schedule.Wait:
+		text = fmt.Sprintf("[woken: the wait of %s asked for at %s is over; wait %s]\n%s", schedule.Round(sch.Due.Sub(sch.Created)),
+			sch.Created.In(s.cfg.Location).Format(schedule.Layout), sch.ID, noteOr(sch.Prompt))
+	default:
+		how := "once"
+		if sch.Kind == schedule.Cron {
+			how = fmt.Sprintf("cron %q, %s", sch.Cron, sch.TZ)
+		}
+		text = fmt.Sprintf("[scheduled by %s at %s; schedule %s, %s] %s", nameOf(sch.By),
+			sch.Created.In(s.cfg.Location).Format(schedule.Layout), sch.ID, how, sch.Prompt)
+	}
+	in := sch.inbound(text, now)
+	// Whoever made it must still be let in; a person refused is told, as
+	// a message of theirs would be. The rate of a person's messages is
+	// not counted: a schedule is not someone typing, and the channel's
+	// limit on schedules bounds it.
+	ok, err := d.admit(ctx, in)
+	if err != nil {
+		log.Warn("check access for a schedule; it is posted again later", "err", err)
+		return
+	}
+	if ok {
+		added, err := d.cfg.Store.Enqueue(ctx, in)
+		if err != nil {
+			log.Warn("post a schedule; it is posted again later", "err", err)
+			return
+		}
+		if added {
+			log.Info("schedule posted", "message", in.MessageID)
+			d.schedule(in.Key)
+		}
+	} else {
+		log.Info("schedule not posted: its maker may not talk to the bot here", "user", sch.By.ID)
+	}
+	var next time.Time
+	if sch.Kind == schedule.Cron {
+		next = s.next(sch, now, log)
+	}
+	d.finishFiring(ctx, s, sch, next, log)
+}
+
+func noteOr(note string) string {
+	if strings.TrimSpace(note) == "" {
+		return "(no note was left: go on from the conversation)"
+	}
+	return note
+}
+
+// next is a cron's next firing after this one and after now: a schedule
+// that fell due several times while firstmate was down fires once. Zero
+// (the schedule is deleted) if its spec no longer reads.
+func (s *Scheduler) next(sch Schedule, now time.Time, log *slog.Logger) time.Time {
+	loc, err := time.LoadLocation(sch.TZ)
+	if err != nil {
+		loc = s.cfg.Location
+	}
+	c, err := schedule.ParseCron(sch.Cron, loc)
+	if err != nil {
+		log.Error("a stored cron does not read; deleting the schedule", "cron", sch.Cron, "err", err)
+		return time.Time{}
+	}
+	next := c.Next(now)
+	if after := c.Next(sch.Due); after.After(next) {
+		next = after
+	}
+	return next
+}
+
+func (d *Dispatcher) finishFiring(ctx context.Context, s *Scheduler, sch Schedule, next time.Time, log *slog.Logger) {
+	err := s.store.FinishSchedule(ctx, sch, d.ownerID(), next)
+	switch {
+	case err == nil, errors.Is(err, ErrNotFound):
+		// Done, or removed meanwhile.
+	case errors.Is(err, ErrLeaseLost):
+		log.Info("schedule taken over by another replica after its lease ended")
+	default:
+		log.Warn("finish a schedule; it is looked at again when its lease ends", "err", err)
+	}
+}
+
+// lookAtJob reports on a job wait's job, and whether the wait is over.
+func (s *Scheduler) lookAtJob(ctx context.Context, sch Schedule, now time.Time) (report string, over bool) {
+	if s.cfg.Jobs == nil {
+		return fmt.Sprintf("job %d cannot be seen here (no job board)", sch.Job), true
+	}
+	all, err := s.cfg.Jobs.Jobs(ctx, sch.Space)
+	var job *tools.Job
+	for i := range all {
+		if all[i].ID == sch.Job {
+			job = &all[i]
+		}
+	}
+	switch {
+	case err != nil && now.Before(sch.Until):
+		return "", false // look again
+	case err != nil:
+		return fmt.Sprintf("the wait for job %d ended after %s: its state could not be read (%v)", sch.Job, schedule.Round(sch.Until.Sub(sch.Created)), err), true
+	case job == nil:
+		return fmt.Sprintf("job %d is no longer on this channel's list of jobs", sch.Job), true
+	case schedule.Ended(*job, now):
+		return schedule.JobReport(*job, now), true
+	case !now.Before(sch.Until):
+		return fmt.Sprintf("stopped waiting after %s: %s", schedule.Round(sch.Until.Sub(sch.Created)), schedule.JobReport(*job, now)), true
+	}
+	return "", false
+}
+
+// The chat commands: schedule, schedules, unschedule.
+
+// scheduleShaped: "in 90m …", "at 09:00 …", "cron 0 9 * * 1-5 …".
+func scheduleShaped(args string) bool {
+	how, rest, _ := strings.Cut(args, " ")
+	switch strings.ToLower(how) {
+	case "in", "at", "cron":
+		return strings.TrimSpace(rest) != ""
+	}
+	return false
+}
+
+// scheduleIDShaped: one word of the IDs' alphabet.
+func scheduleIDShaped(args string) bool {
+	return len(args) >= 4 && len(args) <= 16 && strings.Trim(strings.ToLower(args), idAlphabet) == ""
+}
+
+const scheduleUsage = "Say when, then what to post, like:\n• schedule in 90m check the deploy\n• schedule at 2025-03-04 09:00 post the release notes\n" +
+	"• schedule cron \"0 9 * * 1-5\" summarize yesterday's alerts\nTimes are in %s; a cron fires at most every %s."
+
+// parseScheduleArgs splits a schedule command's arguments into when and
+// the prompt.
+func parseScheduleArgs(args string) (schedule.When, string) {
+	how, rest, _ := strings.Cut(strings.TrimSpace(args), " ")
+	rest = strings.TrimSpace(rest)
+	var w schedule.When
+	switch strings.ToLower(how) {
+	case "in":
+		w.In, rest = cutField(rest)
+	case "at":
+		w.At, rest = cutField(rest)
+		// "2025-03-04 09:00": a date, then a time of day.
+		if len(w.At) == len("2006-01-02") && strings.Count(w.At, "-") == 2 {
+			if t, more := cutField(rest); strings.Contains(t, ":") {
+				w.At, rest = w.At+" "+t, more
+			}
+		}
+	case "cron":
+		if q := rest[:min(1, len(rest))]; q == `"` || q == "'" || q == "`" {
+			if spec, more, ok := strings.Cut(rest[1:], q); ok {
+				w.Cron, rest = spec, more
+				break
+			}
+		}
+		fields := strings.Fields(rest)
+		n := min(5, len(fields))
+		w.Cron = strings.Join(fields[:n], " ")
+		for range n {
+			_, rest = cutField(rest)
+		}
+	}
+	return w, strings.TrimSpace(rest)
+}
+
+// cutField returns s's first field and what follows it.
+func cutField(s string) (field, rest string) {
+	s = strings.TrimLeft(s, " \t\n")
+	i := strings.IndexAny(s, " \t\n")
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], strings.TrimLeft(s[i:], " \t\n")
+}
+
+func (d *Dispatcher) scheduler() (*Scheduler, string) {
+	if d.cfg.Scheduler == nil {
+		return nil, "Scheduling is not available here (the operator turned it off, or the store cannot keep schedules)."
+	}
+	return d.cfg.Scheduler, ""
+}
+
+func scheduleCommand(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
+	s, off := d.scheduler()
+	if s == nil {
+		return text(off, nil)
+	}
+	usage := fmt.Sprintf(scheduleUsage, s.cfg.Location, schedule.Round(s.cfg.MinInterval))
+	if !scheduleShaped(args) {
+		return text(usage, nil)
+	}
+	w, prompt := parseScheduleArgs(args)
+	if prompt == "" {
+		return text("What should I post then? "+usage, nil)
+	}
+	kind := schedule.Once
+	if w.Cron != "" {
+		kind = schedule.Cron
+	}
+	sch, err := s.add(ctx, in.Key, in.User, schedule.Plan{Kind: kind, Prompt: prompt, When: w})
+	if errors.Is(err, schedule.ErrBadWhen) || errors.Is(err, ErrScheduleLimit) {
+		return text(capitalize(err.Error())+".", nil)
+	}
+	if err != nil {
+		return Notice{}, err
+	}
+	return text(schedule.Made(s.entry(sch, in.Key, in.User)), nil)
+}
+
+func schedulesCommand(ctx context.Context, d *Dispatcher, in Inbound, _ string) (Notice, error) {
+	s, off := d.scheduler()
+	if s == nil {
+		return text(off, nil)
+	}
+	entries, others, err := s.list(ctx, in.Key, in.User)
+	if err != nil {
+		return Notice{}, err
+	}
+	return text(schedule.List(entries, others, s.cfg.Location), nil)
+}
+
+func unscheduleCommand(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
+	s, off := d.scheduler()
+	if s == nil {
+		return text(off, nil)
+	}
+	id := strings.TrimSpace(args)
+	if id == "" {
+		return text("Say which: unschedule ID (schedules lists them).", nil)
+	}
+	sch, err := s.remove(ctx, in.Key, in.User, id)
+	switch {
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrNotYours):
+		return text(capitalize(err.Error())+".", nil)
+	case err != nil:
+		return Notice{}, err
+	}
+	return text("Removed "+s.entry(sch, in.Key, in.User).Line(s.cfg.Location), nil)
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

@@ -1,0 +1,96 @@
+package schedule
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/firstmate/firstmate/tools"
+)
+
+// memScheduler keeps plans in memory, as a store would.
+type memScheduler struct{ plans []Plan }
+
+func (m *memScheduler) Schedule(_ context.Context, c tools.Call, p Plan) (Entry, error) {
+	m.plans = append(m.plans, p)
+	return Entry{ID: "abc234", Kind: p.Kind, Prompt: p.Prompt, Job: p.Job, Due: time.Now().Add(time.Hour), Until: time.Now().Add(p.Wait), By: c.UserName, Mine: true}, nil
+}
+
+func (m *memScheduler) List(context.Context, tools.Call) ([]Entry, int, error) { return nil, 0, nil }
+
+func (m *memScheduler) Unschedule(context.Context, tools.Call, string) (Entry, error) {
+	return Entry{}, nil
+}
+
+// memBoard is a job board of one space.
+type memBoard struct{ jobs []tools.Job }
+
+func (b *memBoard) NextJobID(context.Context, string) (int, error)     { return len(b.jobs) + 1, nil }
+func (b *memBoard) PutJob(context.Context, string, tools.Job) error    { return nil }
+func (b *memBoard) AskStop(context.Context, string, int, string) error { return nil }
+func (b *memBoard) DropJob(context.Context, string, int) error         { return nil }
+func (b *memBoard) Jobs(context.Context, string) ([]tools.Job, error) {
+	return b.jobs, nil
+}
+
+func callTool(t *testing.T, set *tools.Set, ctx context.Context, name, args string) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	ws, err := tools.OpenWorkspace(dir, "slack:T1:C1:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	res, err := set.Call(ctx, ws, name, json.RawMessage(args))
+	return res.Text, err
+}
+
+func TestToolsNeedACall(t *testing.T) {
+	set := tools.NewSet(Tools(Config{Scheduler: &memScheduler{}, Jobs: &memBoard{}}))
+	if got := set.Names(); strings.Join(got, ",") != strings.Join(Names, ",") {
+		t.Fatalf("tools %q; want %q", got, Names)
+	}
+	text, err := callTool(t, set, context.Background(), "schedule", `{"prompt":"x","in":"1h"}`)
+	if err == nil || !strings.Contains(text, "works only in a conversation") {
+		t.Fatalf("a call outside a conversation: %q, %v", text, err)
+	}
+}
+
+func TestWaitForJob(t *testing.T) {
+	now := time.Now()
+	board := &memBoard{jobs: []tools.Job{
+		{ID: 1, Command: "make", Log: ".jobs/1.log", Started: now.Add(-time.Minute), Seen: now},
+		{ID: 2, Command: "make test", Log: ".jobs/2.log", Started: now.Add(-time.Minute), Seen: now.Add(-time.Second), Ended: now.Add(-time.Second),
+			State: "exit code 1", Tail: []string{"FAIL"}},
+	}}
+	s := &memScheduler{}
+	set := tools.NewSet(Tools(Config{Scheduler: s, Jobs: board, MaxWait: 24 * time.Hour}))
+	ctx := tools.WithCall(context.Background(), tools.Call{Session: "slack:T1:C1:", User: "U1", UserName: "ann"})
+
+	// A job that ended needs no wait: its result is the answer.
+	text, err := callTool(t, set, ctx, "wait_for_job", `{"id":"2"}`)
+	if err != nil || !strings.HasPrefix(text, "No need to wait: job 2 ended: exit code 1, after 59s.") || !strings.HasSuffix(text, "\n    FAIL") {
+		t.Fatalf("wait for an ended job: %q, %v", text, err)
+	}
+	if _, err := callTool(t, set, ctx, "wait_for_job", `{"id":"9"}`); err == nil {
+		t.Fatal("a wait for no job was made")
+	}
+	if _, err := callTool(t, set, ctx, "wait_for_job", `{"id":"1","max":"forever"}`); err == nil {
+		t.Fatal("a wait with a bad max was made")
+	}
+	if len(s.plans) != 0 {
+		t.Fatalf("plans %+v", s.plans)
+	}
+	text, err = callTool(t, set, ctx, "wait_for_job", `{"id":"job 1","note":"deploy it","max":"2h"}`)
+	if err != nil || !strings.HasPrefix(text, "Waiting for job 1:") {
+		t.Fatalf("wait for a running job: %q, %v", text, err)
+	}
+	space := filepath.Base(filepath.Join(os.TempDir(), tools.DirName("slack:T1:C1:")))
+	if p := s.plans[0]; p.Kind != Job || p.Job != 1 || p.Space != space || p.Wait != 2*time.Hour || p.Prompt != "deploy it" {
+		t.Fatalf("plan %+v", p)
+	}
+}
