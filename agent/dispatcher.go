@@ -68,6 +68,9 @@ type DispatcherConfig struct {
 	ContextTokens int
 	// MaxInputBytes caps the text of one turn's input; default 64 KiB.
 	MaxInputBytes int
+	// MaxAttachBytes is the largest file an answer attaches; default
+	// 50 MiB (Telegram's bot upload limit).
+	MaxAttachBytes int64
 	ModelName     string // shown by the status command
 	Logger        *slog.Logger
 
@@ -133,6 +136,9 @@ func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
+	}
+	if cfg.MaxAttachBytes <= 0 {
+		cfg.MaxAttachBytes = 50 << 20
 	}
 	if cfg.MaxInputBytes <= 0 {
 		cfg.MaxInputBytes = 64 << 10
@@ -723,7 +729,7 @@ func (d *Dispatcher) show(ctx context.Context, key SessionKey, th Thread, ws *to
 		} else {
 			var files []Attachment
 			if ws != nil {
-				files = attachments(ws, ob.Files)
+				files = attachments(ws, ob.Files, d.cfg.MaxAttachBytes)
 			}
 			err = th.Emit(ectx, Answer{Text: ob.Answer, Files: files, Steps: ob.Steps, Tools: ob.Tools, Took: ob.Took})
 		}
@@ -809,7 +815,7 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-func attachments(ws *tools.Workspace, paths []string) []Attachment {
+func attachments(ws *tools.Workspace, paths []string, max int64) []Attachment {
 	var out []Attachment
 	seen := map[string]bool{}
 	for _, p := range paths {
@@ -818,14 +824,31 @@ func attachments(ws *tools.Workspace, paths []string) []Attachment {
 		}
 		seen[p] = true
 		out = append(out, Attachment{Path: p, Open: func() (io.ReadCloser, int64, error) {
-			f, fi, err := ws.OpenRead(p)
-			if err != nil {
-				return nil, 0, err
-			}
-			return f, fi.Size(), nil
+			return openAttachment(ws, p, max)
 		}})
 	}
 	return out
+}
+
+// openAttachment opens a file to upload once, checks it on that
+// descriptor, and reads no more than the size it checked: a command that
+// grows the file after the check (send_file's, or this one) cannot make
+// the upload larger.
+func openAttachment(ws *tools.Workspace, p string, max int64) (io.ReadCloser, int64, error) {
+	f, fi, err := ws.OpenRead(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	if fi.Size() > max {
+		f.Close()
+		return nil, 0, fmt.Errorf("%s is %s, over the %s an attachment may be", p, tools.FormatSize(fi.Size()), tools.FormatSize(max))
+	}
+	return limitedFile{io.LimitReader(f, fi.Size()), f}, fi.Size(), nil
+}
+
+type limitedFile struct {
+	io.Reader
+	io.Closer
 }
 
 // download saves the files that came with the mailbox's messages into the

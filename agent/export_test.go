@@ -14,3 +14,6 @@ func AddCommandForTest(c Command, run func(ctx context.Context, in Inbound) (str
 	commands = append(slices.Clone(commands), c)
 	return func() { commands = saved }
 }
+
+// OpenAttachment is openAttachment, for tests.
+var OpenAttachment = openAttachment
