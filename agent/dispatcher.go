@@ -71,8 +71,8 @@ type DispatcherConfig struct {
 	// MaxAttachBytes is the largest file an answer attaches; default
 	// 50 MiB (Telegram's bot upload limit).
 	MaxAttachBytes int64
-	ModelName     string // shown by the status command
-	Logger        *slog.Logger
+	ModelName      string // shown by the status command
+	Logger         *slog.Logger
 
 	// Scheduler, if set, keeps schedules (the schedule commands, and the
 	// tools of package tools/schedule built over it); Run posts them when
