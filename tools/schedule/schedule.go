@@ -156,18 +156,15 @@ func call(ctx context.Context) (tools.Call, error) {
 	return c, nil
 }
 
-const scheduleDesc = "Post a prompt into this conversation later, as a new message from the person you are talking with, which starts a new turn of yours " +
-	"(marked [scheduled by NAME …]). Say when with exactly one of: in (a duration from now: 90m, 2h, 1d), at (a time: RFC 3339 such as " +
-	"2025-03-04T09:00:00+01:00, or 2025-03-04 09:00 in %[1]s), or cron (five fields, minute hour day-of-month month day-of-week, in %[1]s, " +
-	"such as \"0 9 * * 1-5\" for 9:00 on weekdays; at most once every %[2]s). Use it for reminders, for checking on something later, " +
-	"and for recurring work. Write the prompt as the instruction you will need then: you will not remember this conversation's details " +
-	"beyond its history."
+const scheduleDesc = "Post a prompt into this conversation later, starting a new turn of yours (marked [scheduled by NAME …]): " +
+	"a reminder, a check later, recurring work. Give exactly one of in, at or cron (times in %[1]s; cron at most once every %[2]s). " +
+	"Write the prompt as the instruction you will need then."
 
 type scheduleArgs struct {
 	Prompt string `json:"prompt" jsonschema:"what to post: the instruction for the turn it starts"`
 	In     string `json:"in,omitempty" jsonschema:"a duration from now, such as 90m, 2h or 1d"`
 	At     string `json:"at,omitempty" jsonschema:"a time: RFC 3339, or 2025-03-04 09:00 or 09:00 in the channel's time zone"`
-	Cron   string `json:"cron,omitempty" jsonschema:"five cron fields: minute hour day-of-month month day-of-week"`
+	Cron   string `json:"cron,omitempty" jsonschema:"five cron fields (minute hour day-of-month month day-of-week), such as 0 9 * * 1-5"`
 }
 
 func (t *toolset) schedule(ctx context.Context, _ *tools.Workspace, a scheduleArgs) (tools.Result, error) {
@@ -270,9 +267,8 @@ func (t *toolset) unschedule(ctx context.Context, _ *tools.Workspace, a unschedu
 	return tools.Result{Text: "Removed " + e.Line(location(t.cfg.TimeZone)), Summary: "unscheduled " + e.ID}, nil
 }
 
-const waitDesc = "Wait without holding up anything: end this turn, and this conversation resumes with a new turn of yours after the " +
-	"duration (at most %s), starting with your note. Use it to check back on something that takes time (a deploy, a build started " +
-	"elsewhere). After calling it, end your turn at once with a short line saying what you wait for."
+const waitDesc = "Check back later without holding anything up: this conversation resumes with a new turn of yours after the " +
+	"duration (at most %s), starting with your note. Then end your turn with a line saying what you wait for."
 
 type waitArgs struct {
 	Duration string `json:"duration" jsonschema:"how long to wait, such as 10m or 2h"`
@@ -295,9 +291,9 @@ func (t *toolset) wait(ctx context.Context, _ *tools.Workspace, a waitArgs) (too
 	return tools.Result{Text: Made(e), Summary: "waiting " + Round(d)}, nil
 }
 
-const waitJobDesc = "Wait for a background job (see start) to end without holding up anything: end this turn, and this conversation " +
-	"resumes with a new turn of yours when the job ends (or after max, at most %s), starting with the job's state and the last lines of " +
-	"its output, and your note. After calling it, end your turn at once with a short line saying what you wait for."
+const waitJobDesc = "Resume when a background job (see start) ends, without holding anything up: a new turn of yours starts " +
+	"with the job's state, its last lines of output and your note (after max at the latest, at most %s). Then end your turn with a " +
+	"line saying what you wait for."
 
 type waitJobArgs struct {
 	ID   string `json:"id" jsonschema:"the job's id, as start and jobs show it"`
