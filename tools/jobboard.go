@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -70,4 +72,13 @@ func CheckJobSpace(space string) error {
 		return fmt.Errorf("job board: space of %d bytes", len(space))
 	}
 	return nil
+}
+
+// ParseJobID reads a job's ID as a model writes it: "3", " 3 " or "job 3".
+func ParseJobID(s string) (int, error) {
+	id, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(s), "job "))
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("%q is not a job id; jobs lists them", s)
+	}
+	return id, nil
 }

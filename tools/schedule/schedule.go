@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -306,9 +305,9 @@ func (t *toolset) waitJob(ctx context.Context, ws *tools.Workspace, a waitJobArg
 	if err != nil {
 		return tools.Result{}, err
 	}
-	id, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(a.ID), "job "))
-	if err != nil || id <= 0 {
-		return tools.Result{}, fmt.Errorf("%q is not a job id; jobs lists them", a.ID)
+	id, err := tools.ParseJobID(a.ID)
+	if err != nil {
+		return tools.Result{}, err
 	}
 	var most time.Duration
 	if strings.TrimSpace(a.Max) != "" {

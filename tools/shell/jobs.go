@@ -230,7 +230,7 @@ func (js *jobs) start(ctx context.Context, ws *tools.Workspace, a startArgs) (to
 		js.wg.Add(1)
 		go js.beat()
 	})
-	js.prune(ctx, sp)
+	js.prune(ctx, sp, all)
 	js.wg.Add(2)
 	go js.watch(j)
 	go js.police(j, adm)
@@ -382,11 +382,8 @@ func (js *jobs) police(j *job, adm admission) {
 }
 
 // prune drops a space's oldest ended jobs past keepEnded from the board.
-func (js *jobs) prune(ctx context.Context, sp string) {
-	all, err := js.board.Jobs(ctx, sp)
-	if err != nil {
-		return
-	}
+// all is the space's board as start read it, before the new job.
+func (js *jobs) prune(ctx context.Context, sp string, all []tools.Job) {
 	ended := 0
 	for i := len(all) - 1; i >= 0; i-- {
 		if all[i].Running() {
@@ -464,9 +461,9 @@ type stopArgs struct {
 }
 
 func (js *jobs) stop(ctx context.Context, ws *tools.Workspace, a stopArgs) (tools.Result, error) {
-	id, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(a.ID), "job "))
+	id, err := tools.ParseJobID(a.ID)
 	if err != nil {
-		return tools.Result{}, fmt.Errorf("%q is not a job id; jobs lists them", a.ID)
+		return tools.Result{}, err
 	}
 	sp := space(ws)
 	if j := js.mine(sp, id); j != nil {
