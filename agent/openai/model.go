@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 type Model struct {
 	cfg    Config
 	client *goai.Client
+	tools  *toolSets // encoded "tools" arrays (tools.go)
 
 	// sleep waits between attempts; tests replace it to run without waiting.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -50,7 +50,7 @@ func New(cfg Config) (*Model, error) {
 	cc := goai.DefaultConfig(cfg.APIKey)
 	cc.BaseURL = cfg.BaseURL
 	cc.HTTPClient = recordingDoer{next: hc, maxResponse: cfg.MaxResponseBytes}
-	return &Model{cfg: cfg, client: goai.NewClientWithConfig(cc), sleep: sleepCtx}, nil
+	return &Model{cfg: cfg, client: goai.NewClientWithConfig(cc), tools: newToolSets(), sleep: sleepCtx}, nil
 }
 
 // Name returns the configured model name.
@@ -59,7 +59,7 @@ func (m *Model) Name() string { return m.cfg.Model }
 // Complete streams one chat completion, retrying as [Config] allows. A
 // failure is a *agent.ModelError, or the context's error when ctx ended.
 func (m *Model) Complete(ctx context.Context, req *agent.Request) (*agent.Response, error) {
-	creq, err := m.chatRequest(req)
+	creq, tools, err := m.chatRequest(req)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (m *Model) Complete(ctx context.Context, req *agent.Request) (*agent.Respon
 	var resp *agent.Response
 	err = m.retry(ctx, func() bool { return sent }, func(ctx context.Context) error {
 		var err error
-		resp, err = m.attempt(ctx, creq, req, emit)
+		resp, err = m.attempt(ctx, creq, tools, req, emit)
 		return err
 	})
 	if err != nil {
@@ -107,16 +107,17 @@ func (m *Model) ListModels(ctx context.Context) ([]string, error) {
 }
 
 // chatRequest builds the API request; it is the same for every attempt.
-func (m *Model) chatRequest(req *agent.Request) (goai.ChatCompletionRequest, error) {
-	tools := slices.Clone(req.Tools)
-	// Sorted already by contract; sorting again costs nothing and keeps
-	// the prompt byte-stable (provider prompt caches) if a caller forgets.
-	slices.SortStableFunc(tools, func(a, b agent.ToolSpec) int { return strings.Compare(a.Name, b.Name) })
-	for _, t := range tools {
-		if len(t.Schema) > 0 && !json.Valid(t.Schema) {
-			return goai.ChatCompletionRequest{}, fmt.Errorf("openai: tool %s has a schema that is not valid JSON", t.Name)
-		}
+// With native tools, the "tools" array is returned encoded, apart from the
+// request (see tools.go).
+func (m *Model) chatRequest(req *agent.Request) (goai.ChatCompletionRequest, []byte, error) {
+	tools := req.Tools
+	if !slices.IsSortedFunc(tools, byName) {
+		// Sorted already by contract; sorting keeps the prompt byte-stable
+		// (provider prompt caches) if a caller forgets.
+		tools = slices.Clone(tools)
+		slices.SortStableFunc(tools, byName)
 	}
+	var encoded []byte
 	creq := goai.ChatCompletionRequest{
 		Model:         m.cfg.Model,
 		Stream:        true,
@@ -131,10 +132,11 @@ func (m *Model) chatRequest(req *agent.Request) (goai.ChatCompletionRequest, err
 		}
 	} else {
 		creq.Messages = nativeMessages(req.System, req.Messages)
-		for _, t := range tools {
-			creq.Tools = append(creq.Tools, goai.Tool{Type: goai.ToolTypeFunction, Function: &goai.FunctionDefinition{
-				Name: t.Name, Description: t.Description, Parameters: schemaOf(t),
-			}})
+		if len(tools) > 0 {
+			var err error
+			if encoded, err = m.tools.encode(tools); err != nil {
+				return goai.ChatCompletionRequest{}, nil, err
+			}
 		}
 	}
 	if t := m.cfg.Temperature; t != nil {
@@ -151,8 +153,10 @@ func (m *Model) chatRequest(req *agent.Request) (goai.ChatCompletionRequest, err
 			creq.MaxTokens = n
 		}
 	}
-	return creq, nil
+	return creq, encoded, nil
 }
+
+func byName(a, b agent.ToolSpec) int { return strings.Compare(a.Name, b.Name) }
 
 func schemaOf(t agent.ToolSpec) json.RawMessage {
 	if len(t.Schema) == 0 {
@@ -174,8 +178,8 @@ func reasoningModel(name string) bool {
 var errIdle = errors.New("idle timeout")
 
 // attempt makes one streamed call.
-func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, req *agent.Request, emit func(string)) (*agent.Response, error) {
-	rec := &record{}
+func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, tools []byte, req *agent.Request, emit func(string)) (*agent.Response, error) {
+	rec := &record{tools: tools}
 	actx, cancel := context.WithCancelCause(withRecord(ctx, rec))
 	defer cancel(nil)
 	// One timer watches the whole attempt: Config.Timeout until the output

@@ -26,7 +26,8 @@ type record struct {
 	status        int
 	retryAfter    time.Duration
 	hasRetryAfter bool
-	tooLarge      error // the limit the body passed, if it did
+	tooLarge      error  // the limit the body passed, if it did
+	tools         []byte // the encoded "tools" array to put in the body
 }
 
 type recordKey struct{}
@@ -44,11 +45,16 @@ type recordingDoer struct {
 }
 
 func (d recordingDoer) Do(req *http.Request) (*http.Response, error) {
+	rec, _ := req.Context().Value(recordKey{}).(*record)
+	if rec != nil && len(rec.tools) > 0 {
+		if err := spliceTools(req, rec.tools); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := d.next.Do(req)
 	// net/http quotes the URL in its errors, and the base URL (or a
 	// redirect's target) may hold a password or a key: the error is logged.
 	err = redact.Error(err)
-	rec, _ := req.Context().Value(recordKey{}).(*record)
 	if rec != nil {
 		rec.called = true
 		if resp != nil {
