@@ -40,6 +40,12 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	// The requests are decoded by segmentio's drop-in encoding/json, which
+	// is several times faster on a request's tens of KB of tool schemas:
+	// under the load generator this fake shares the CPUs with what it
+	// measures.
+	fastjson "github.com/segmentio/encoding/json"
 )
 
 // TB is the part of testing.TB that New uses; *testing.T satisfies it.
@@ -210,7 +216,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return // the client went away
 	}
 	var req Request
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := fastjson.Unmarshal(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "We could not parse the JSON body of your request: "+err.Error(), nil)
 		return
 	}
