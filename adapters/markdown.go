@@ -393,6 +393,9 @@ func lineBreak[W any](s InlineStyle[W], w W) {
 // unescape resolves Markdown's backslash escapes and entities in a text
 // segment, the way goldmark's HTML renderer does, to plain text.
 func unescape(v []byte) string {
+	if !bytes.ContainsAny(v, "\\&\x00") {
+		return string(v) // nothing to resolve: most text
+	}
 	var buf bytes.Buffer
 	bw := bufio.NewWriter(&buf)
 	ghtml.DefaultWriter.Write(bw, v)

@@ -295,17 +295,17 @@ func linkableURL(url string) bool { return adapters.LinkableURL(url, mrkdwnSchem
 var mrkdwnSchemes = []string{"http://", "https://", "mailto:"}
 
 // linkURL makes a URL safe inside <…|…>: | and > would end it early.
-func linkURL(url string) string {
-	return strings.NewReplacer(
-		"&", "&amp;",
-		"<", "%3C",
-		">", "%3E",
-		"|", "%7C",
-		"\n", "",
-		"\r", "",
-		" ", "%20",
-	).Replace(url)
-}
+func linkURL(url string) string { return linkEscaper.Replace(url) }
+
+var linkEscaper = strings.NewReplacer(
+	"&", "&amp;",
+	"<", "%3C",
+	">", "%3E",
+	"|", "%7C",
+	"\n", "",
+	"\r", "",
+	" ", "%20",
+)
 
 // escapeMrkdwn is Slack's escaping of text: only &, < and >, which Slack decodes
 // again everywhere, code included.

@@ -413,9 +413,7 @@ func wrapError(err error) error {
 
 // escapeText makes our own plain text safe for mrkdwn: Slack reads <…> as
 // links and mentions and & as an entity.
-func escapeText(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
+func escapeText(s string) string { return escapeMrkdwn(s) }
 
 func truncateRunes(s string, n int) string {
 	i := 0
