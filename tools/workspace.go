@@ -51,10 +51,15 @@ func WorkspacePath(base, name string) string { return filepath.Join(base, DirNam
 // under base. name is made safe with [DirName].
 func OpenWorkspace(base, name string, opts ...WorkspaceOption) (*Workspace, error) {
 	dir := WorkspacePath(base, name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create workspace: %w", err)
-	}
+	// Opened first, created only when missing: most turns find it there,
+	// and this runs on every turn.
 	root, err := os.OpenRoot(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create workspace: %w", err)
+		}
+		root, err = os.OpenRoot(dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}

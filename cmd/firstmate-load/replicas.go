@@ -249,11 +249,16 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / clockTick, nil
 }
 
-// buildFirstmate builds ./cmd/firstmate of this module into dir.
+// buildFirstmate builds ./cmd/firstmate of this module into dir, the way
+// releases and the container image build it (static, CGO_ENABLED=0), so
+// the memory measured is that of what is shipped: a cgo build also maps
+// the C library and its loader: 1.3 to 4 MB more resident pages here.
 func buildFirstmate(ctx context.Context, dir string, log io.Writer) (string, error) {
 	bin := filepath.Join(dir, "firstmate")
-	fmt.Fprintln(log, "building firstmate (go build ./cmd/firstmate)…")
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/firstmate/firstmate/cmd/firstmate").CombinedOutput()
+	fmt.Fprintln(log, "building firstmate (CGO_ENABLED=0 go build -trimpath ./cmd/firstmate, as released)…")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "github.com/firstmate/firstmate/cmd/firstmate")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build firstmate: %v\n%s(or give -firstmate PATH)", err, out)
 	}
