@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 
 	goai "github.com/sashabaranov/go-openai"
@@ -99,18 +100,14 @@ func sameSpecs(a, b []agent.ToolSpec) bool {
 }
 
 // spliceTools puts the encoded tools array into a request body that
-// go-openai encoded without one: {"tools":[…],<the rest>}.
+// go-openai encoded without one: {"tools":[…],<the rest>}. The tools are
+// not copied: the body reads them in place.
 func spliceTools(req *http.Request, tools []byte) error {
 	if req.Body == nil || req.ContentLength < 2 {
 		return errors.New("openai: a request with tools has no body")
 	}
 	defer req.Body.Close()
-	const head = `{"tools":`
-	n := int(req.ContentLength)
-	b := make([]byte, len(head)+len(tools)+n) // one allocation, read into place
-	copy(b, head)
-	copy(b[len(head):], tools)
-	rest := b[len(head)+len(tools):] // "{…}", whose brace becomes the comma
+	rest := make([]byte, req.ContentLength) // "{…}", whose brace becomes the comma
 	if _, err := io.ReadFull(req.Body, rest); err != nil {
 		return fmt.Errorf("openai: reading the request body: %w", err)
 	}
@@ -118,13 +115,16 @@ func spliceTools(req *http.Request, tools []byte) error {
 		return errors.New("openai: the request body is not a JSON object")
 	}
 	if rest[1] == '}' { // no other field: {"tools":[…]}
-		rest[0] = '}'
-		b = b[:len(head)+len(tools)+1]
+		rest = rest[1:]
 	} else {
 		rest[0] = ','
 	}
-	req.Body = io.NopCloser(bytes.NewReader(b))
-	req.ContentLength = int64(len(b))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	const head = `{"tools":`
+	body := func() io.ReadCloser {
+		return io.NopCloser(io.MultiReader(strings.NewReader(head), bytes.NewReader(tools), bytes.NewReader(rest)))
+	}
+	req.Body = body()
+	req.ContentLength = int64(len(head) + len(tools) + len(rest))
+	req.GetBody = func() (io.ReadCloser, error) { return body(), nil }
 	return nil
 }
