@@ -102,6 +102,7 @@ var commands = []Command{
 		seenFirst: true, run: scheduleCommand}, // a redelivery must not make a second schedule
 	{Name: "schedules", Summary: "this channel's schedules and waits (yours; admins see all)", run: schedulesCommand},
 	{Name: "unschedule", Summary: "remove a schedule (yours; admins any of this channel's)", Args: "ID", shaped: scheduleIDShaped, run: unscheduleCommand},
+	{Name: "timezone", Summary: "this channel's time zone for schedules; admins change it", Args: "[ZONE|default]", shaped: zoneShaped, run: timezoneCommand},
 	{Name: "pair", Summary: "approve a pairing code someone was given", Args: "CODE", Who: Admins, shaped: IsCode, run: func(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
 		if !IsCode(args) {
 			return text("Send the code as it was given, like: pair K7QP-M2XD", nil)

@@ -35,7 +35,7 @@ type Schedule struct {
 	Kind   schedule.Kind `json:"kind"`
 	Prompt string        `json:"prompt,omitempty"`
 	Cron   string        `json:"cron,omitempty"` // five fields
-	TZ     string        `json:"tz,omitempty"`   // the cron's time zone (IANA name)
+	TZ     string        `json:"tz,omitempty"`   // the cron's time zone (IANA name): its channel's when it was made
 	Job    int           `json:"job,omitempty"`  // a job wait: the job's ID
 	Space  string        `json:"space,omitempty"`
 	// Due is when it fires next; a job wait's next look at its job.
@@ -104,7 +104,8 @@ type ScheduleConfig struct {
 	// default 5m.
 	MinInterval time.Duration
 	// Location is the time zone of crons and of times written without an
-	// offset; default UTC.
+	// offset in the channels that set none of their own (ChannelSettings.
+	// TimeZone); default UTC.
 	Location *time.Location
 	// MaxAhead is how far ahead a single firing may be; default 366 days.
 	MaxAhead time.Duration
@@ -167,7 +168,7 @@ type Scheduler struct {
 	cfg   ScheduleConfig
 
 	mu sync.Mutex
-	d  *Dispatcher // set by NewDispatcher: who is an admin where, and the audit log
+	d  *Dispatcher // set by NewDispatcher: who is an admin where, the channels' time zones, and the audit log
 }
 
 var _ schedule.Scheduler = (*Scheduler)(nil)
@@ -204,9 +205,36 @@ func (s *Scheduler) audit(ctx context.Context, e AuditEntry) {
 	}
 }
 
-// rules are what a When may say here.
-func (s *Scheduler) rules() schedule.Rules {
-	return schedule.Rules{Location: s.cfg.Location, MinInterval: s.cfg.MinInterval, MaxAhead: s.cfg.MaxAhead}
+// rules are what a When may say in a channel of time zone loc.
+func (s *Scheduler) rules(loc *time.Location) schedule.Rules {
+	return schedule.Rules{Location: loc, MinInterval: s.cfg.MinInterval, MaxAhead: s.cfg.MaxAhead}
+}
+
+// zone is the time zone of key's channel: the one its admins set, else
+// the configured one.
+func (s *Scheduler) zone(ctx context.Context, key SessionKey) (*time.Location, error) {
+	d := s.dispatcher()
+	if d == nil {
+		return s.cfg.Location, nil // not serving channels yet
+	}
+	cs, err := d.cfg.Store.Settings(ctx, key.Channel())
+	if err != nil {
+		return nil, fmt.Errorf("read the channel's time zone: %w", err)
+	}
+	return s.location(cs.TimeZone), nil
+}
+
+// location is the zone a stored name names: the configured one if it
+// names none (empty, or not in this host's zone database).
+func (s *Scheduler) location(name string) *time.Location {
+	if name == "" {
+		return s.cfg.Location
+	}
+	loc, err := ParseTimeZone(name)
+	if err != nil {
+		return s.cfg.Location
+	}
+	return loc
 }
 
 // callKey reads the conversation and person of a tool call.
@@ -224,18 +252,22 @@ func (s *Scheduler) Schedule(ctx context.Context, c tools.Call, p schedule.Plan)
 	if err != nil {
 		return schedule.Entry{}, err
 	}
-	sch, err := s.add(ctx, key, u, p)
+	loc, err := s.zone(ctx, key)
 	if err != nil {
 		return schedule.Entry{}, err
 	}
-	return s.entry(sch, key, u), nil
+	sch, err := s.add(ctx, key, u, p, loc)
+	if err != nil {
+		return schedule.Entry{}, err
+	}
+	return s.entry(sch, key, u, loc), nil
 }
 
 // List implements [schedule.Scheduler].
-func (s *Scheduler) List(ctx context.Context, c tools.Call) ([]schedule.Entry, int, error) {
+func (s *Scheduler) List(ctx context.Context, c tools.Call) (schedule.Listing, error) {
 	key, u, err := callKey(c)
 	if err != nil {
-		return nil, 0, err
+		return schedule.Listing{}, err
 	}
 	return s.list(ctx, key, u)
 }
@@ -246,15 +278,26 @@ func (s *Scheduler) Unschedule(ctx context.Context, c tools.Call, id string) (sc
 	if err != nil {
 		return schedule.Entry{}, err
 	}
-	sch, err := s.remove(ctx, key, u, id)
+	return s.unschedule(ctx, key, u, id)
+}
+
+// unschedule removes the schedule id of key's channel for by, and shows
+// it as it was.
+func (s *Scheduler) unschedule(ctx context.Context, key SessionKey, by User, id string) (schedule.Entry, error) {
+	loc, err := s.zone(ctx, key)
 	if err != nil {
 		return schedule.Entry{}, err
 	}
-	return s.entry(sch, key, u), nil
+	sch, err := s.remove(ctx, key, by, id)
+	if err != nil {
+		return schedule.Entry{}, err
+	}
+	return s.entry(sch, key, by, loc), nil
 }
 
-// add makes a schedule in key's conversation for by.
-func (s *Scheduler) add(ctx context.Context, key SessionKey, by User, p schedule.Plan) (Schedule, error) {
+// add makes a schedule in key's conversation for by; a cron, and a time
+// without an offset, are read in loc, the channel's time zone.
+func (s *Scheduler) add(ctx context.Context, key SessionKey, by User, p schedule.Plan, loc *time.Location) (Schedule, error) {
 	if err := key.Validate(); err != nil {
 		return Schedule{}, err
 	}
@@ -265,13 +308,15 @@ func (s *Scheduler) add(ctx context.Context, key SessionKey, by User, p schedule
 		if sch.Prompt == "" {
 			return Schedule{}, fmt.Errorf("%w: say what to post when it fires", schedule.ErrBadWhen)
 		}
-		t, err := s.rules().Parse(p.When, now)
+		t, err := s.rules(loc).Parse(p.When, now)
 		if err != nil {
 			return Schedule{}, err
 		}
 		sch.Kind, sch.Due = schedule.Once, t.Due
 		if t.Cron != "" {
-			sch.Kind, sch.Cron, sch.TZ = schedule.Cron, t.Cron, s.cfg.Location.String()
+			// It keeps this zone should the channel's change: "0 9 * * *"
+			// made for Tokyo's mornings stays so.
+			sch.Kind, sch.Cron, sch.TZ = schedule.Cron, t.Cron, loc.String()
 		}
 	case schedule.Wait:
 		if p.Wait <= 0 || p.Wait > s.cfg.MaxWait {
@@ -325,14 +370,19 @@ func when(s Schedule) string {
 }
 
 // list returns the schedules of key's channel by may see: their own, or
-// all if by is an admin there; and how many others there are.
-func (s *Scheduler) list(ctx context.Context, key SessionKey, by User) ([]schedule.Entry, int, error) {
+// all if by is an admin there; how many others there are; and the
+// channel's time zone, which their times are shown in.
+func (s *Scheduler) list(ctx context.Context, key SessionKey, by User) (schedule.Listing, error) {
+	loc, err := s.zone(ctx, key)
+	if err != nil {
+		return schedule.Listing{}, err
+	}
 	all, err := s.store.Schedules(ctx, key.Channel())
 	if err != nil {
-		return nil, 0, fmt.Errorf("list schedules: %w", err)
+		return schedule.Listing{}, fmt.Errorf("list schedules: %w", err)
 	}
-	var out []schedule.Entry
-	others, asked, admin := 0, false, false
+	out := schedule.Listing{Loc: loc}
+	asked, admin := false, false
 	for _, sch := range all {
 		if !mine(sch, by) {
 			if !asked {
@@ -340,13 +390,13 @@ func (s *Scheduler) list(ctx context.Context, key SessionKey, by User) ([]schedu
 				asked, admin = true, s.admin(ctx, key, by)
 			}
 			if !admin {
-				others++
+				out.Others++
 				continue
 			}
 		}
-		out = append(out, s.entry(sch, key, by))
+		out.Entries = append(out.Entries, s.entry(sch, key, by, loc))
 	}
-	return out, others, nil
+	return out, nil
 }
 
 // mine reports whether u made s. People a platform does not name (the
@@ -395,14 +445,15 @@ func told(err error, format string, args ...any) error {
 	return &toldError{msg: fmt.Sprintf(format, args...), err: err}
 }
 
-// entry is how the tools and commands show sch to by in key's thread.
-func (s *Scheduler) entry(sch Schedule, key SessionKey, by User) schedule.Entry {
-	tz := sch.TZ
-	if tz == "" {
-		tz = s.cfg.Location.String() // the zone its times are shown in
+// entry is how the tools and commands show sch to by in key's thread,
+// its times in loc, the channel's time zone.
+func (s *Scheduler) entry(sch Schedule, key SessionKey, by User, loc *time.Location) schedule.Entry {
+	var tz string
+	if sch.Kind == schedule.Cron {
+		tz = s.location(sch.TZ).String()
 	}
 	return schedule.Entry{ID: sch.ID, Kind: sch.Kind, Prompt: sch.Prompt, Due: sch.Due, Until: sch.Until, Cron: sch.Cron,
-		TZ: tz, Job: sch.Job, By: nameOf(sch.By), Mine: mine(sch, by), Elsewhere: sch.Key != key, Firing: sch.Owner != ""}
+		TZ: tz, Job: sch.Job, By: nameOf(sch.By), Mine: mine(sch, by), Elsewhere: sch.Key != key, Firing: sch.Owner != "", Loc: loc}
 }
 
 func nameOf(u User) string {
@@ -469,6 +520,16 @@ func (d *Dispatcher) watchSchedules(ctx context.Context, s *Scheduler) {
 func (d *Dispatcher) fire(ctx context.Context, s *Scheduler, sch Schedule) {
 	log := d.log.With("schedule", sch.ID, "session", sch.Key.String(), "kind", string(sch.Kind))
 	now := time.Now()
+	// The time the turn reads is in the channel's zone, as everywhere
+	// else; should its settings not read now, the configured zone will do.
+	created := func() string {
+		loc, err := s.zone(ctx, sch.Key)
+		if err != nil {
+			log.Warn("read the channel's time zone; the configured one is used", "err", err)
+			loc = s.cfg.Location
+		}
+		return sch.Created.In(loc).Format(schedule.Layout)
+	}
 	var text string
 	switch sch.Kind {
 	case schedule.Job:
@@ -480,14 +541,14 @@ func (d *Dispatcher) fire(ctx context.Context, s *Scheduler, sch Schedule) {
 		text = "[woken: " + report + "]\n" + noteOr(sch.Prompt)
 	case schedule.Wait:
 		text = fmt.Sprintf("[woken: the wait of %s asked for at %s is over; wait %s]\n%s", schedule.Round(sch.Due.Sub(sch.Created)),
-			sch.Created.In(s.cfg.Location).Format(schedule.Layout), sch.ID, noteOr(sch.Prompt))
+			created(), sch.ID, noteOr(sch.Prompt))
 	default:
 		how := "once"
 		if sch.Kind == schedule.Cron {
-			how = fmt.Sprintf("cron %q, %s", sch.Cron, sch.TZ)
+			how = fmt.Sprintf("cron %q, %s", sch.Cron, s.location(sch.TZ))
 		}
 		text = fmt.Sprintf("[scheduled by %s at %s; schedule %s, %s] %s", nameOf(sch.By),
-			sch.Created.In(s.cfg.Location).Format(schedule.Layout), sch.ID, how, sch.Prompt)
+			created(), sch.ID, how, sch.Prompt)
 	}
 	in := sch.inbound(text, now)
 	// Whoever made it must still be let in; a person refused is told, as
@@ -530,11 +591,9 @@ func noteOr(note string) string {
 // that fell due several times while firstmate was down fires once. Zero
 // (the schedule is deleted) if its spec no longer reads.
 func (s *Scheduler) next(sch Schedule, now time.Time, log *slog.Logger) time.Time {
-	loc, err := time.LoadLocation(sch.TZ)
-	if err != nil {
-		loc = s.cfg.Location
-	}
-	c, err := schedule.ParseCron(sch.Cron, loc)
+	// Its own zone, not the channel's now: a cron keeps the zone it was
+	// made in.
+	c, err := schedule.ParseCron(sch.Cron, s.location(sch.TZ))
 	if err != nil {
 		log.Error("a stored cron does not read; deleting the schedule", "cron", sch.Cron, "err", err)
 		return time.Time{}
@@ -603,7 +662,7 @@ func scheduleIDShaped(args string) bool {
 }
 
 const scheduleUsage = "Say when, then what to post, like:\n• schedule in 90m check the deploy\n• schedule at 2025-03-04 09:00 post the release notes\n" +
-	"• schedule cron \"0 9 * * 1-5\" summarize yesterday's alerts\nTimes are in %s; a cron fires at most every %s."
+	"• schedule cron \"0 9 * * 1-5\" summarize yesterday's alerts\nTimes are in %s, this channel's time zone (see timezone); a cron fires at most every %s."
 
 // parseScheduleArgs splits a schedule command's arguments into when and
 // the prompt.
@@ -661,7 +720,11 @@ func scheduleCommand(ctx context.Context, d *Dispatcher, in Inbound, args string
 	if s == nil {
 		return text(off, nil)
 	}
-	usage := fmt.Sprintf(scheduleUsage, s.cfg.Location, schedule.Round(s.cfg.MinInterval))
+	loc, err := s.zone(ctx, in.Key)
+	if err != nil {
+		return Notice{}, err
+	}
+	usage := fmt.Sprintf(scheduleUsage, loc, schedule.Round(s.cfg.MinInterval))
 	if !scheduleShaped(args) {
 		return text(usage, nil)
 	}
@@ -673,14 +736,14 @@ func scheduleCommand(ctx context.Context, d *Dispatcher, in Inbound, args string
 	if w.Cron != "" {
 		kind = schedule.Cron
 	}
-	sch, err := s.add(ctx, in.Key, in.User, schedule.Plan{Kind: kind, Prompt: prompt, When: w})
+	sch, err := s.add(ctx, in.Key, in.User, schedule.Plan{Kind: kind, Prompt: prompt, When: w}, loc)
 	if errors.Is(err, schedule.ErrBadWhen) || errors.Is(err, ErrScheduleLimit) {
 		return text(capitalize(err.Error())+".", nil)
 	}
 	if err != nil {
 		return Notice{}, err
 	}
-	return text(schedule.Made(s.entry(sch, in.Key, in.User)), nil)
+	return text(schedule.Made(s.entry(sch, in.Key, in.User, loc)), nil)
 }
 
 func schedulesCommand(ctx context.Context, d *Dispatcher, in Inbound, _ string) (Notice, error) {
@@ -688,11 +751,11 @@ func schedulesCommand(ctx context.Context, d *Dispatcher, in Inbound, _ string) 
 	if s == nil {
 		return text(off, nil)
 	}
-	entries, others, err := s.list(ctx, in.Key, in.User)
+	l, err := s.list(ctx, in.Key, in.User)
 	if err != nil {
 		return Notice{}, err
 	}
-	return text(schedule.List(entries, others, s.cfg.Location), nil)
+	return text(l.String(), nil)
 }
 
 func unscheduleCommand(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
@@ -704,14 +767,14 @@ func unscheduleCommand(ctx context.Context, d *Dispatcher, in Inbound, args stri
 	if id == "" {
 		return text("Say which: unschedule ID (schedules lists them).", nil)
 	}
-	sch, err := s.remove(ctx, in.Key, in.User, id)
+	e, err := s.unschedule(ctx, in.Key, in.User, id)
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrNotYours):
 		return text(capitalize(err.Error())+".", nil)
 	case err != nil:
 		return Notice{}, err
 	}
-	return text("Removed "+s.entry(sch, in.Key, in.User).Line(s.cfg.Location), nil)
+	return text("Removed "+e.Line(), nil)
 }
 
 func capitalize(s string) string {

@@ -266,7 +266,7 @@ func TestUnscheduleOwnerOrAdmin(t *testing.T) {
 	h.submit(t, bob("c3", "unschedule "+id))
 	got := notices(t, h, keyB, 2)
 	slices.Sort(got)
-	if got[0] != "No schedules of yours in this channel.\n(and 1 by other people, which only they and admins see)" ||
+	if got[0] != "No schedules of yours in this channel.\n(and 1 by other people, which only they and admins see)\nThis channel's time zone: UTC." ||
 		got[1] != "Only its maker or an admin can remove a schedule: "+id+" was made by ann." {
 		t.Fatalf("bob was told %q", got)
 	}

@@ -155,6 +155,10 @@ type ChannelSettings struct {
 	// Tools holds the channel's policy rules by rule name: a tool, a
 	// group ("group:exec") or "default" (see [Policy]).
 	Tools map[string]Rule `json:"tools,omitempty"`
+	// TimeZone is the channel's time zone (an IANA name such as
+	// Asia/Tokyo): crons and times written without an offset are read in
+	// it, and schedules are shown in it. Empty: the configured zone.
+	TimeZone string `json:"time_zone,omitempty"`
 }
 
 // ToolMode is a channel's policy for one tool.

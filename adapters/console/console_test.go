@@ -314,7 +314,7 @@ func TestCommandListIsTheRegistry(t *testing.T) {
 			t.Errorf("%q lacks /%s", list, c.Name)
 		}
 	}
-	if list != "/help, /status, /stop, /reset, /tools, /why, /usage, /schedule, /schedules, /unschedule, /pair" {
+	if list != "/help, /status, /stop, /reset, /tools, /why, /usage, /schedule, /schedules, /unschedule, /timezone, /pair" {
 		t.Errorf("command list %q", list)
 	}
 }

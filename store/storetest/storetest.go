@@ -867,7 +867,7 @@ func (s suite) testHistoryExpires(t *testing.T) {
 }
 
 func sameSettings(a, b agent.ChannelSettings) bool {
-	return a.Version == b.Version && maps.EqualFunc(a.Tools, b.Tools, func(x, y agent.Rule) bool {
+	return a.Version == b.Version && a.TimeZone == b.TimeZone && maps.EqualFunc(a.Tools, b.Tools, func(x, y agent.Rule) bool {
 		return x.Mode == y.Mode && x.By == y.By && x.At.Equal(y.At)
 	})
 }
@@ -929,6 +929,19 @@ func (s suite) testSettings(t *testing.T) {
 	get(chanB, agent.ChannelSettings{})
 	set(chanB, agent.ChannelSettings{Tools: v2}, agent.ChannelSettings{Version: 1, Tools: v2})
 	get(chanA, agent.ChannelSettings{Version: 3})
+
+	// The time zone is kept with the rules, and replaced with them.
+	tokyo := agent.ChannelSettings{Version: 3, Tools: v1, TimeZone: "Asia/Tokyo"}
+	set(chanA, tokyo, agent.ChannelSettings{Version: 4, Tools: v1, TimeZone: "Asia/Tokyo"})
+	get(threadA, agent.ChannelSettings{Version: 4, Tools: v1, TimeZone: "Asia/Tokyo"})
+	_, err := st.SetSettings(ctx, chanA, agent.ChannelSettings{Version: 3, TimeZone: "Europe/Paris"})
+	wantErr(t, "SetSettings of a time zone with version 3 over 4", err, agent.ErrVersionConflict)
+	set(chanA, agent.ChannelSettings{Version: 4, TimeZone: "America/Argentina/Buenos_Aires"},
+		agent.ChannelSettings{Version: 5, TimeZone: "America/Argentina/Buenos_Aires"})
+	get(chanA, agent.ChannelSettings{Version: 5, TimeZone: "America/Argentina/Buenos_Aires"})
+	set(chanA, agent.ChannelSettings{Version: 5, Tools: v2}, agent.ChannelSettings{Version: 6, Tools: v2})
+	get(chanA, agent.ChannelSettings{Version: 6, Tools: v2})
+	get(chanB, agent.ChannelSettings{Version: 1, Tools: v2})
 	get(agent.SessionKey{Platform: "telegram", Chat: "C1"}, agent.ChannelSettings{})
 }
 

@@ -52,20 +52,29 @@ type Entry struct {
 	Due    time.Time // its next firing (a job wait: its next look at the job)
 	Until  time.Time // a job wait gives up then
 	Cron   string
-	TZ     string
+	TZ     string // a cron's time zone, which its fields are read in
 	Job    int
 	By     string // who made it: a name, else a platform ID
 	Mine   bool   // made by the person the list is for
 	// Elsewhere marks a schedule of another thread of the channel.
 	Elsewhere bool
 	Firing    bool // being posted right now
+	// Loc is the time zone its times are shown in: its channel's now
+	// (a cron made before the channel's changed keeps its own, TZ).
+	// UTC if nil.
+	Loc *time.Location
 }
 
-// Line describes e in one line, its times in loc.
-func (e Entry) Line(loc *time.Location) string {
-	if loc == nil {
-		loc = time.UTC
+func (e Entry) loc() *time.Location {
+	if e.Loc == nil {
+		return time.UTC
 	}
+	return e.Loc
+}
+
+// Line describes e in one line, its times in e.Loc.
+func (e Entry) Line() string {
+	loc := e.loc()
 	var b strings.Builder
 	b.WriteString(e.ID + " · ")
 	at := e.Due.In(loc).Format(Layout)
@@ -100,9 +109,9 @@ type Scheduler interface {
 	// channel's limit, says what to change.
 	Schedule(ctx context.Context, call tools.Call, p Plan) (Entry, error)
 	// List returns the schedules of call's channel that call's person
-	// may see (their own; an admin, all), soonest first, and how many
-	// others there are.
-	List(ctx context.Context, call tools.Call) (entries []Entry, others int, err error)
+	// may see (their own; an admin, all), soonest first, how many others
+	// there are, and the channel's time zone.
+	List(ctx context.Context, call tools.Call) (Listing, error)
 	// Unschedule removes the channel's schedule id if call's person made
 	// it or is an admin here.
 	Unschedule(ctx context.Context, call tools.Call, id string) (Entry, error)
@@ -114,9 +123,9 @@ type Config struct {
 	// Jobs is the background jobs' board that wait_for_job reads; nil
 	// leaves that tool out.
 	Jobs tools.JobBoard
-	// What the descriptions tell the model: the time zone of crons and of
-	// times without an offset, the least time between two firings of a
-	// cron, and the longest wait.
+	// What the descriptions tell the model: the configured time zone
+	// (of the channels that set none of their own), the least time
+	// between two firings of a cron, and the longest wait.
 	TimeZone    string
 	MinInterval time.Duration
 	MaxWait     time.Duration
@@ -156,7 +165,8 @@ func call(ctx context.Context) (tools.Call, error) {
 }
 
 const scheduleDesc = "Post a prompt into this conversation later, starting a new turn of yours (marked [scheduled by NAME …]): " +
-	"a reminder, a check later, recurring work. Give exactly one of in, at or cron (times in %[1]s; cron at most once every %[2]s). " +
+	"a reminder, a check later, recurring work. Give exactly one of in, at or cron (times in the channel's time zone, default %[1]s; " +
+	"cron at most once every %[2]s). " +
 	"Write the prompt as the instruction you will need then."
 
 type scheduleArgs struct {
@@ -187,7 +197,7 @@ func (t *toolset) schedule(ctx context.Context, _ *tools.Workspace, a scheduleAr
 
 // Made tells the person (or the model) what a new schedule will do.
 func Made(e Entry) string {
-	loc := location(e.TZ)
+	loc := e.loc()
 	at := e.Due.In(loc).Format(Layout)
 	switch e.Kind {
 	case Cron:
@@ -202,14 +212,8 @@ func Made(e Entry) string {
 	return fmt.Sprintf("Scheduled %s: at %s (in %s) it posts %q here. Remove it with: unschedule %s", e.ID, at, Round(time.Until(e.Due)), oneLine(e.Prompt, 200), e.ID)
 }
 
-func location(tz string) *time.Location {
-	if loc, err := time.LoadLocation(tz); err == nil && tz != "" {
-		return loc
-	}
-	return time.UTC
-}
-
-const schedulesDesc = "List this channel's schedules and waits: id, when, who made them, and what they post. People see their own; admins see all."
+const schedulesDesc = "List this channel's schedules and waits (id, when, who made them, what they post) and its time zone. " +
+	"People see their own; admins see all."
 
 type noArgs struct{}
 
@@ -218,33 +222,47 @@ func (t *toolset) list(ctx context.Context, _ *tools.Workspace, _ noArgs) (tools
 	if err != nil {
 		return tools.Result{}, err
 	}
-	entries, others, err := t.cfg.Scheduler.List(ctx, c)
+	l, err := t.cfg.Scheduler.List(ctx, c)
 	if err != nil {
 		return tools.Result{}, err
 	}
-	text := List(entries, others, location(t.cfg.TimeZone))
-	return tools.Result{Text: text, Summary: fmt.Sprintf("%d schedules", len(entries))}, nil
+	return tools.Result{Text: l.String(), Summary: fmt.Sprintf("%d schedules", len(l.Entries))}, nil
 }
 
-// List describes entries, one a line, and how many others there are.
-func List(entries []Entry, others int, loc *time.Location) string {
+// Listing is what a person may see of a channel's schedules.
+type Listing struct {
+	Entries []Entry // theirs; an admin's, all
+	Others  int     // how many more there are, by other people
+	// Loc is the channel's time zone: crons made now and times written
+	// without an offset are read in it. UTC if nil.
+	Loc *time.Location
+}
+
+// String describes the entries, one a line, how many others there are,
+// and the channel's time zone.
+func (l Listing) String() string {
 	var b strings.Builder
-	if len(entries) == 0 {
+	if len(l.Entries) == 0 {
 		b.WriteString("No schedules")
-		if others > 0 {
+		if l.Others > 0 {
 			b.WriteString(" of yours")
 		}
 		b.WriteString(" in this channel.")
 	}
-	for i, e := range entries {
+	for i, e := range l.Entries {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(e.Line(loc))
+		b.WriteString(e.Line())
 	}
-	if others > 0 {
-		fmt.Fprintf(&b, "\n(and %d by other people, which only they and admins see)", others)
+	if l.Others > 0 {
+		fmt.Fprintf(&b, "\n(and %d by other people, which only they and admins see)", l.Others)
 	}
+	loc := l.Loc
+	if loc == nil {
+		loc = time.UTC
+	}
+	fmt.Fprintf(&b, "\nThis channel's time zone: %s.", loc)
 	return b.String()
 }
 
@@ -263,7 +281,7 @@ func (t *toolset) unschedule(ctx context.Context, _ *tools.Workspace, a unschedu
 	if err != nil {
 		return tools.Result{}, err
 	}
-	return tools.Result{Text: "Removed " + e.Line(location(t.cfg.TimeZone)), Summary: "unscheduled " + e.ID}, nil
+	return tools.Result{Text: "Removed " + e.Line(), Summary: "unscheduled " + e.ID}, nil
 }
 
 const waitDesc = "Check back later without holding anything up: this conversation resumes with a new turn of yours after the " +

@@ -20,7 +20,7 @@ func (m *memScheduler) Schedule(_ context.Context, c tools.Call, p Plan) (Entry,
 	return Entry{ID: "abc234", Kind: p.Kind, Prompt: p.Prompt, Job: p.Job, Due: time.Now().Add(time.Hour), Until: time.Now().Add(p.Wait), By: c.UserName, Mine: true}, nil
 }
 
-func (m *memScheduler) List(context.Context, tools.Call) ([]Entry, int, error) { return nil, 0, nil }
+func (m *memScheduler) List(context.Context, tools.Call) (Listing, error) { return Listing{}, nil }
 
 func (m *memScheduler) Unschedule(context.Context, tools.Call, string) (Entry, error) {
 	return Entry{}, nil
@@ -92,5 +92,35 @@ func TestWaitForJob(t *testing.T) {
 	space := filepath.Base(filepath.Join(os.TempDir(), tools.DirName("slack:T1:C1:")))
 	if p := s.plans[0]; p.Kind != Job || p.Job != 1 || p.Space != space || p.Wait != 2*time.Hour || p.Prompt != "deploy it" {
 		t.Fatalf("plan %+v", p)
+	}
+}
+
+// Times are shown in the entry's zone (its channel's), a cron with the
+// zone its fields are read in, and a listing names the channel's zone.
+func TestTimesShownInTheChannelsZone(t *testing.T) {
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Skip("no time zone data:", err)
+	}
+	due := time.Date(2025, 3, 4, 0, 0, 0, 0, time.UTC) // 09:00 in Tokyo
+	cron := Entry{ID: "abc234", Kind: Cron, Cron: "0 9 * * *", TZ: "Asia/Tokyo", Due: due, By: "ann", Prompt: "standup", Loc: tokyo}
+	if got, want := cron.Line(), `abc234 · cron "0 9 * * *" (Asia/Tokyo), next 2025-03-04 09:00 JST · by ann · "standup"`; got != want {
+		t.Errorf("Line() = %q; want %q", got, want)
+	}
+	// A cron made for Tokyo, listed after the channel moved to UTC.
+	cron.Loc = nil
+	if got, want := cron.Line(), `abc234 · cron "0 9 * * *" (Asia/Tokyo), next 2025-03-04 00:00 UTC · by ann · "standup"`; got != want {
+		t.Errorf("Line() without a zone = %q; want %q", got, want)
+	}
+	once := Entry{ID: "def567", Kind: Once, Due: due.Add(30 * time.Minute), By: "bob", Prompt: "deploy", Loc: tokyo}
+	if got := Made(once); !strings.HasPrefix(got, "Scheduled def567: at 2025-03-04 09:30 JST (in ") {
+		t.Errorf("Made() = %q", got)
+	}
+	l := Listing{Entries: []Entry{once}, Others: 2, Loc: tokyo}
+	if got, want := l.String(), "def567 · once, 2025-03-04 09:30 JST · by bob · \"deploy\"\n(and 2 by other people, which only they and admins see)\nThis channel's time zone: Asia/Tokyo."; got != want {
+		t.Errorf("String() = %q; want %q", got, want)
+	}
+	if got, want := (Listing{}).String(), "No schedules in this channel.\nThis channel's time zone: UTC."; got != want {
+		t.Errorf("an empty listing: %q; want %q", got, want)
 	}
 }
