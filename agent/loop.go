@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/firstmate/firstmate/tools"
 )
@@ -30,7 +32,11 @@ type Loop struct {
 	// the provider's prompt cache (see skills.go).
 	Skills SkillLister
 
-	specs sync.Map // *tools.Set → []ToolSpec; sets are immutable
+	// specs holds the specs of each tool set a turn used: sets are
+	// immutable, and a provider's new tools come as a new set (Set.Current).
+	// Keys are weak and an entry goes when its set does, so tool lists that
+	// change all day do not pile up here.
+	specs sync.Map // weak.Pointer[tools.Set] → []ToolSpec
 }
 
 // Turn is the input of one run of the loop.
@@ -277,11 +283,14 @@ func (l *Loop) toolSpecs(set *tools.Set) []ToolSpec {
 	if set == nil || len(set.Tools()) == 0 {
 		return nil
 	}
-	if v, ok := l.specs.Load(set); ok {
+	key := weak.Make(set)
+	if v, ok := l.specs.Load(key); ok {
 		return v.([]ToolSpec)
 	}
 	specs := ToolSpecs(set)
-	l.specs.Store(set, specs)
+	if _, had := l.specs.LoadOrStore(key, specs); !had {
+		runtime.AddCleanup(set, func(k weak.Pointer[tools.Set]) { l.specs.Delete(k) }, key)
+	}
 	return specs
 }
 
