@@ -2,11 +2,15 @@ package adapters
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/firstmate/firstmate/agent"
 )
@@ -19,7 +23,9 @@ import (
 // clicking.
 
 // Button data: "fm:ok:ID", "fm:no:ID", "fm:all:ID" for an approval;
-// "fm:pol:VERSION:MODE:RULE" to set a channel's rule.
+// "fm:pol:VERSION:MODE:RULE" to set a channel's rule, with "#HASH" for a
+// RULE too long for Telegram's 64 bytes (see [ruleRef]); "fm:pg:N" to
+// show page N of a policy screen.
 const clickPrefix = "fm:"
 
 // ApprovalText is the question a turn asks in its thread, with buttons.
@@ -74,46 +80,230 @@ func requesterName(u agent.User) string {
 }
 
 // PolicyScreen is a channel's policy with buttons for an admin: one per
-// group and per tool, showing its mode; a click moves it to the next
-// (allow → ask → deny → allow). Others get the text alone.
+// group (the built-in groups, the skills group, each MCP server mcp:SERVER),
+// per tool and per skill (skill:NAME), showing its mode and where the mode
+// comes from; a click moves it to the next (allow → ask → deny → allow).
+// Others get the text alone. A screen with more buttons than
+// [maxPageButtons] shows its first page, with buttons to the others.
 func PolicyScreen(text string, v agent.PolicyView) Text {
+	return policyPage(text, v, 0, "")
+}
+
+// maxPageButtons bounds the rule buttons of one page of a policy screen:
+// Telegram takes at most 100 buttons under a message, Slack 50 blocks in
+// one, and a person reads a few dozen.
+const maxPageButtons = 48
+
+// A row of a policy screen holds at most maxRowButtons buttons, and
+// labels of about maxRowLabels characters in all: a phone cuts a label
+// that has less room.
+const (
+	maxRowButtons = 3
+	maxRowLabels  = 50
+)
+
+// policyPage is page n of v's screen or, when focus names a rule, the page
+// that shows it.
+func policyPage(text string, v agent.PolicyView, n int, focus string) Text {
 	t := Text{Body: text}
 	if !v.Editable {
 		return t
 	}
-	for _, g := range v.Groups {
-		mode := v.Default.Mode
-		if g.Rule != nil {
-			mode = g.Rule.Mode
-		}
-		if b, ok := makeButton("▸ "+g.Name, agent.GroupRule(g.Name), mode, v.Version); ok {
-			t.Buttons = append(t.Buttons, []Button{b})
-		}
-		var row []Button
-		for _, tool := range g.Tools {
-			b, ok := makeButton(tool.Name, tool.Name, tool.Reason.Mode, v.Version)
-			if !ok {
-				continue
-			}
-			row = append(row, b)
-			if len(row) == 3 {
-				t.Buttons = append(t.Buttons, row)
-				row = nil
+	pages := policyPages(v)
+	if len(pages) == 0 {
+		return t
+	}
+	if focus != "" {
+		ref := ruleRef(focus)
+		shows := func(b Button) bool { r := buttonRule(b.Data); return r != "" && (r == focus || r == ref) }
+		for i, p := range pages {
+			if slices.ContainsFunc(p, func(row []Button) bool { return slices.ContainsFunc(row, shows) }) {
+				n = i
+				break
 			}
 		}
-		if len(row) > 0 {
-			t.Buttons = append(t.Buttons, row)
+	}
+	n = max(0, min(n, len(pages)-1))
+	t.Buttons = pages[n]
+	if len(pages) > 1 {
+		var nav []Button
+		if n > 0 {
+			nav = append(nav, Button{Label: fmt.Sprintf("◀ page %d", n), Data: fmt.Sprintf("%spg:%d", clickPrefix, n-1)})
 		}
+		if n < len(pages)-1 {
+			nav = append(nav, Button{Label: fmt.Sprintf("page %d ▶", n+2), Data: fmt.Sprintf("%spg:%d", clickPrefix, n+1)})
+		}
+		t.Buttons = append(slices.Clone(t.Buttons), nav)
+		t.Body += fmt.Sprintf("\n(Page %d of %d of the buttons.)", n+1, len(pages))
 	}
 	return t
 }
 
-func makeButton(label, rule string, mode agent.ToolMode, version int64) (Button, bool) {
+// policyPages lays v's buttons out in pages: each group's button on a row
+// of its own, then its tools' (or skills') buttons, several to a row. A
+// group that would not fit on the current page starts a new one; one
+// bigger than a page goes on over the next.
+func policyPages(v agent.PolicyView) [][][]Button {
+	var pages [][][]Button
+	var page [][]Button
+	count := 0
+	flush := func() {
+		if len(page) > 0 {
+			pages = append(pages, page)
+		}
+		page, count = nil, 0
+	}
+	for _, g := range v.Groups {
+		var rows [][]Button
+		n := 0
+		if rule, ok := groupRule(g); ok {
+			mode, src := groupMode(v, g)
+			rows = append(rows, []Button{ruleButton("▸ "+g.Name, rule, mode, src, v.Version)})
+			n++
+		}
+		var row []Button
+		width := 0
+		for _, tool := range g.Tools {
+			b := ruleButton(rowLabel(tool.Name), tool.Name, tool.Reason.Mode, toolSource(tool), v.Version)
+			w := utf8.RuneCountInString(b.Label)
+			if len(row) == maxRowButtons || (len(row) > 0 && width+w > maxRowLabels) {
+				rows = append(rows, row)
+				row, width = nil, 0
+			}
+			row = append(row, b)
+			width += w
+			n++
+		}
+		if len(row) > 0 {
+			rows = append(rows, row)
+		}
+		if count > 0 && count+n > maxPageButtons && n <= maxPageButtons {
+			flush() // the group fits on a page of its own
+		}
+		for _, row := range rows {
+			if count+len(row) > maxPageButtons {
+				flush()
+			}
+			page = append(page, row)
+			count += len(row)
+		}
+	}
+	flush()
+	return pages
+}
+
+// groupRule is the rule a group's button sets: none for the heading of
+// tools in no group.
+func groupRule(g agent.GroupView) (string, bool) {
+	if g.Name == agent.OtherGroup {
+		return "", false
+	}
+	return agent.GroupRule(g.Name), true
+}
+
+// groupMode is a group's mode (its rule's, or the default) and where it
+// comes from.
+func groupMode(v agent.PolicyView, g agent.GroupView) (agent.ToolMode, string) {
+	if g.Rule == nil {
+		return v.Default.Mode, "default"
+	}
+	return g.Rule.Mode, layerLabel(*g.Rule)
+}
+
+// toolSource says where a tool's (or a skill's) mode comes from when it
+// has a rule of its own (set here, or in the config); "" when it follows
+// its group or the default, as the screen's text says.
+func toolSource(t agent.ToolView) string {
+	if t.Reason.Rule == t.Name {
+		return layerLabel(t.Reason)
+	}
+	return ""
+}
+
+func layerLabel(r agent.Reason) string {
+	if r.Layer == "channel" {
+		return "here"
+	}
+	return "config"
+}
+
+// rowLabel names a tool or a skill (skill:NAME, under the skills group's
+// heading) on a screen.
+func rowLabel(rule string) string {
+	if name, ok := agent.IsSkillRule(rule); ok {
+		return name
+	}
+	return rule
+}
+
+// ruleButton is the button that moves rule from mode to the next, its
+// label saying the mode and, if given, where it comes from. Its
+// data names the rule, or, when that would not fit in [MaxButtonData] (a
+// long skill or MCP name), a hash of it that a click finds among the
+// rules the screen shows (see [ruleRef]).
+func ruleButton(label, rule string, mode agent.ToolMode, source string, version int64) Button {
 	data := fmt.Sprintf("%spol:%d:%s:%s", clickPrefix, version, nextMode(mode), rule)
 	if len(data) > MaxButtonData {
-		return Button{}, false
+		data = fmt.Sprintf("%spol:%d:%s:%s", clickPrefix, version, nextMode(mode), ruleRef(rule))
 	}
-	return Button{Label: label + ": " + string(mode), Data: data}, true
+	label += ": " + string(mode)
+	if source != "" {
+		label += " (" + source + ")"
+	}
+	return Button{Label: label, Data: data}
+}
+
+// refMark starts a rule's hash in button data; no rule name starts with it.
+const refMark = "#"
+
+// ruleRef is a short stand-in for a rule in button data: 72 bits of its
+// SHA-256, so two rules of one screen never share one, and a click whose
+// rule is no longer shown finds none rather than a wrong one.
+func ruleRef(rule string) string {
+	sum := sha256.Sum256([]byte(rule))
+	return refMark + base64.RawURLEncoding.EncodeToString(sum[:9])
+}
+
+// screenRules lists the rules v's screen has buttons for.
+func screenRules(v agent.PolicyView) []string {
+	var rules []string
+	for _, g := range v.Groups {
+		if rule, ok := groupRule(g); ok {
+			rules = append(rules, rule)
+		}
+		for _, t := range g.Tools {
+			rules = append(rules, t.Name)
+		}
+	}
+	return rules
+}
+
+// resolveRule finds the rule a button's data names among those v shows:
+// the rule itself, or the one whose [ruleRef] it is.
+func resolveRule(ref string, v agent.PolicyView) (string, bool) {
+	if !strings.HasPrefix(ref, refMark) {
+		return ref, true
+	}
+	for _, r := range screenRules(v) {
+		if ruleRef(r) == ref {
+			return r, true
+		}
+	}
+	return "", false
+}
+
+// buttonRule is what a policy button's data names: a rule or a
+// [ruleRef]; "" for other data.
+func buttonRule(data string) string {
+	rest, ok := strings.CutPrefix(data, clickPrefix+"pol:")
+	if !ok {
+		return ""
+	}
+	parts := strings.SplitN(rest, ":", 3)
+	if len(parts) != 3 {
+		return ""
+	}
+	return parts[2]
 }
 
 func nextMode(m agent.ToolMode) agent.ToolMode {
@@ -156,7 +346,7 @@ func HandleClick(ctx context.Context, d agent.Submitter, chat agent.SessionKey, 
 		return Clicked{Notice: res.Notice}, nil
 	case "pol":
 		parts := strings.SplitN(rest, ":", 3)
-		if len(parts) != 3 {
+		if len(parts) != 3 || parts[2] == "" {
 			return Clicked{}, ErrNotOurs
 		}
 		version, err := strconv.ParseInt(parts[0], 10, 64)
@@ -167,40 +357,120 @@ func HandleClick(ctx context.Context, d agent.Submitter, chat agent.SessionKey, 
 		if err != nil {
 			return Clicked{}, ErrNotOurs
 		}
-		v, err := d.SetPolicy(ctx, chat, user, agent.PolicyChange{Version: version, Set: map[string]agent.ToolMode{parts[2]: mode}})
-		switch {
-		case errors.Is(err, agent.ErrNotAdmin):
-			return Clicked{Notice: "Only an admin can change this channel's tools."}, nil
-		case errors.Is(err, agent.ErrVersionConflict):
-			v, err = d.Policy(ctx, chat, user)
+		rule := parts[2]
+		if strings.HasPrefix(rule, refMark) {
+			v, err := d.Policy(ctx, chat, user)
 			if err != nil {
-				return Clicked{Notice: "Someone changed the policy meanwhile; send tools again."}, nil
+				return Clicked{Notice: tryAgain}, err
 			}
-			screen := PolicyScreen(PolicyText(v), v)
-			return Clicked{Notice: "Someone changed the policy meanwhile; here it is now. Click again.", Replace: &screen}, nil
-		case errors.Is(err, agent.ErrInvalid):
-			return Clicked{Notice: "That rule does not apply here."}, nil
-		case err != nil:
-			return Clicked{Notice: "That did not work; try again in a moment."}, err
+			r, ok := resolveRule(rule, v)
+			switch {
+			case !ok && !v.Editable:
+				return Clicked{Notice: notAdmin}, nil
+			case !ok:
+				screen := PolicyScreen(PolicyText(v), v)
+				return Clicked{Notice: "That is no longer on this screen; here it is as it is now.", Replace: &screen}, nil
+			}
+			rule = r
 		}
-		screen := PolicyScreen(PolicyText(v), v)
-		return Clicked{Notice: agent.RuleLabel(parts[2]) + " is " + string(mode) + " here now.", Replace: &screen}, nil
+		return setRule(ctx, d, chat, user, version, rule, mode)
+	case "pg":
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < 0 {
+			return Clicked{}, ErrNotOurs
+		}
+		v, err := d.Policy(ctx, chat, user)
+		if err != nil {
+			return Clicked{Notice: tryAgain}, err
+		}
+		if !v.Editable {
+			return Clicked{Notice: notAdmin}, nil
+		}
+		screen := policyPage(PolicyText(v), v, n, "")
+		return Clicked{Replace: &screen}, nil
 	}
 	return Clicked{}, ErrNotOurs
 }
 
-// PolicyText says a policy in words, for a screen.
+// Notices of policy clicks.
+const (
+	notAdmin = "Only an admin can change this channel's tools."
+	tryAgain = "That did not work; try again in a moment."
+)
+
+// setRule sets rule to mode for a click made on the screen of version,
+// and shows the screen as it is now, on the page with the rule.
+func setRule(ctx context.Context, d agent.Submitter, chat agent.SessionKey, user agent.User, version int64, rule string, mode agent.ToolMode) (Clicked, error) {
+	v, err := d.SetPolicy(ctx, chat, user, agent.PolicyChange{Version: version, Set: map[string]agent.ToolMode{rule: mode}})
+	switch {
+	case errors.Is(err, agent.ErrNotAdmin):
+		return Clicked{Notice: notAdmin}, nil
+	case errors.Is(err, agent.ErrVersionConflict):
+		v, err = d.Policy(ctx, chat, user)
+		if err != nil {
+			return Clicked{Notice: "Someone changed the policy meanwhile; send tools again."}, nil
+		}
+		screen := policyPage(PolicyText(v), v, 0, rule)
+		return Clicked{Notice: "Someone changed the policy meanwhile; here it is now. Click again.", Replace: &screen}, nil
+	case errors.Is(err, agent.ErrInvalid):
+		return Clicked{Notice: "That rule does not apply here."}, nil
+	case err != nil:
+		return Clicked{Notice: tryAgain}, err
+	}
+	screen := policyPage(PolicyText(v), v, 0, rule)
+	return Clicked{Notice: agent.RuleLabel(rule) + " is " + string(mode) + " here now.", Replace: &screen}, nil
+}
+
+// maxPolicyText bounds the words of a policy screen, so that it stays one
+// Telegram message (4096 characters) that a click can edit: past it,
+// groups are listed without their tools.
+const maxPolicyText = 3000
+
+// maxGroupItems bounds the tools or skills listed for one group.
+const maxGroupItems = 25
+
+// PolicyText says a policy in words, for a screen: each group's mode and
+// where it comes from (set here, in the config, or the default), then its
+// tools (or skills) and their modes, marking those with a rule of their
+// own.
 func PolicyText(v agent.PolicyView) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Tool policy here (default %s):", v.Default.Mode)
-	for _, g := range v.Groups {
-		fmt.Fprintf(&b, "\n• %s:", g.Name)
-		for _, t := range g.Tools {
-			fmt.Fprintf(&b, " %s=%s", t.Name, t.Reason.Mode)
+	src := "the configured default"
+	if v.Default.Layer == "channel" {
+		src = "set here"
+	}
+	fmt.Fprintf(&b, "Tool policy here (default %s, %s):", v.Default.Mode, src)
+	for i, g := range v.Groups {
+		head := "\n• " + g.Name + ":"
+		if _, ok := groupRule(g); ok {
+			mode, from := groupMode(v, g)
+			head += fmt.Sprintf(" %s (%s);", mode, from)
 		}
+		if b.Len()+len(head) > maxPolicyText {
+			fmt.Fprintf(&b, "\n• and %d more groups.", len(v.Groups)-i)
+			break
+		}
+		var items strings.Builder
+		for j, t := range g.Tools {
+			if j == maxGroupItems {
+				fmt.Fprintf(&items, " and %d more", len(g.Tools)-j)
+				break
+			}
+			fmt.Fprintf(&items, " %s=%s", rowLabel(t.Name), t.Reason.Mode)
+			if t.Reason.Rule == t.Name {
+				fmt.Fprintf(&items, " (%s)", layerLabel(t.Reason))
+			}
+		}
+		b.WriteString(head)
+		if b.Len()+items.Len() > maxPolicyText {
+			fmt.Fprintf(&b, " %d not listed", len(g.Tools))
+			continue
+		}
+		b.WriteString(items.String())
 	}
 	if v.Editable {
-		b.WriteString("\nClick a group or a tool to move it to the next mode (allow → ask → deny).")
+		b.WriteString("\nClick a group, a tool or a skill to move it to the next mode (allow → ask → deny). " +
+			"(here) marks a rule set in this channel, (config) one of the config; a tool or a skill without either follows its group.")
 	} else {
 		b.WriteString("\nOnly an admin can change it.")
 	}

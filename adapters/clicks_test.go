@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/firstmate/firstmate/adapters/internal/policytest"
 	"github.com/firstmate/firstmate/agent"
 )
 
@@ -90,7 +92,7 @@ func TestPolicyScreenOnlyWhereButtonsShow(t *testing.T) {
 		ctx := context.Background()
 		th := r.Thread(asking{channel{f}})
 		th.Emit(ctx, agent.Notice{Text: "policy", Policy: view})
-		if _, ok := f.first("post", "policy [▸ exec: ask=fm:pol:4:deny:group:exec] [shell: ask=fm:pol:4:deny:shell|start: deny=fm:pol:4:allow:start]"); !ok {
+		if _, ok := f.first("post", "policy [▸ exec: ask (config)=fm:pol:4:deny:group:exec] [shell: ask=fm:pol:4:deny:shell|start: deny=fm:pol:4:allow:start]"); !ok {
 			t.Errorf("screen %q", f.ops())
 		}
 		th.(interface{ Close() error }).Close()
@@ -174,9 +176,190 @@ func TestHandleClick(t *testing.T) {
 	if c, _ := HandleClick(ctx, s, chat, u, "fm:pol:3:deny:shell"); c.Replace != nil || !strings.Contains(c.Notice, "Only an admin") {
 		t.Errorf("non-admin: %+v", c)
 	}
-	for _, bad := range []string{"", "hello", "fm:", "fm:ok:", "fm:pol:x:ask:shell", "fm:pol:3:maybe:shell", "fm:pol:3", "fm:zap:1"} {
+	for _, bad := range []string{"", "hello", "fm:", "fm:ok:", "fm:pol:x:ask:shell", "fm:pol:3:maybe:shell", "fm:pol:3", "fm:pol:3:ask:", "fm:pg:", "fm:pg:x", "fm:pg:-1", "fm:zap:1"} {
 		if _, err := HandleClick(ctx, s, chat, u, bad); !errors.Is(err, ErrNotOurs) {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+// findButton is the button of s whose label starts with label.
+func findButton(t *testing.T, s Text, label string) Button {
+	t.Helper()
+	for _, row := range s.Buttons {
+		for _, b := range row {
+			if strings.HasPrefix(b.Label, label) {
+				return b
+			}
+		}
+	}
+	t.Fatalf("no button %q in %+v", label, s.Buttons)
+	return Button{}
+}
+
+// The screen lists a channel's skills (configured and its own) and its MCP
+// servers with their modes and where they come from; a click changes them
+// like any rule, for admins only, and a rule too long for button data
+// still comes back whole.
+func TestPolicyScreenSkillsAndMCPServers(t *testing.T) {
+	ctx := context.Background()
+	chat := agent.SessionKey{Platform: "p", Chat: "C1", Thread: "17"}
+	admin, someone := agent.User{ID: "U9"}, agent.User{ID: "U1"}
+	e := policytest.New(t, chat, []string{admin.ID})
+	long := agent.SkillRule(policytest.LongSkill)
+
+	v, err := e.D.Policy(ctx, chat, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := PolicyScreen(PolicyText(v), v)
+	for _, want := range []string{"▸ skills: allow (default)", "deploy: allow", policytest.LongSkill + ": allow", "▸ mcp:notes: allow (default)", "notes__search: allow"} {
+		findButton(t, s, want)
+	}
+	for _, want := range []string{"• skills: allow (default); deploy=allow " + policytest.LongSkill + "=allow", "• mcp:notes: allow (default); notes__add=allow notes__search=allow"} {
+		if !strings.Contains(s.Body, want) {
+			t.Errorf("the text lacks %q:\n%s", want, s.Body)
+		}
+	}
+	for _, row := range s.Buttons {
+		for _, b := range row {
+			if len(b.Data) > MaxButtonData {
+				t.Errorf("%s: data of %d bytes", b.Label, len(b.Data))
+			}
+		}
+	}
+	longData := findButton(t, s, policytest.LongSkill).Data
+	if strings.Contains(longData, "release") || !strings.HasPrefix(longData, "fm:pol:0:ask:#") {
+		t.Errorf("the long skill's data %q", longData)
+	}
+
+	// A non-admin's click changes nothing and is answered.
+	deploy := findButton(t, s, "deploy").Data
+	c, err := HandleClick(ctx, e.D, chat, someone, deploy)
+	if err != nil || c.Replace != nil || c.Notice != notAdmin {
+		t.Errorf("a non-admin's click: %+v, %v", c, err)
+	}
+	if c, err := HandleClick(ctx, e.D, chat, someone, longData); err != nil || c.Replace != nil || c.Notice != notAdmin {
+		t.Errorf("a non-admin's click on the long skill: %+v, %v", c, err)
+	}
+	if st := e.Settings(t, chat); st.Version != 0 || len(st.Tools) != 0 {
+		t.Fatalf("a non-admin's click stored %+v", st)
+	}
+	if n := len(e.Audit(t, chat, agent.AuditPolicyRefused)); n != 2 {
+		t.Errorf("%d refusals audited", n)
+	}
+
+	// An admin's click cycles the skill, stores it, audits it, and the
+	// screen shows it set here.
+	c, err = HandleClick(ctx, e.D, chat, admin, deploy)
+	if err != nil || c.Replace == nil || c.Notice != "skill:deploy is ask here now." {
+		t.Fatalf("an admin's click: %+v, %v", c, err)
+	}
+	st := e.Settings(t, chat)
+	if r := st.Tools["skill:deploy"]; st.Version != 1 || r.Mode != agent.ToolAsk || r.By != "p:U9" {
+		t.Fatalf("stored %+v", st)
+	}
+	if a := e.Audit(t, chat, agent.AuditPolicySet); len(a) != 1 || a[0].Detail != "skill:deploy=ask" {
+		t.Errorf("audit %+v", a)
+	}
+	findButton(t, *c.Replace, "deploy: ask (here)")
+	if !strings.Contains(c.Replace.Body, "deploy=ask (here)") {
+		t.Errorf("the text after the click:\n%s", c.Replace.Body)
+	}
+	// The same click again (a double click, a replayed payload) is stale:
+	// nothing changes.
+	c, _ = HandleClick(ctx, e.D, chat, admin, deploy)
+	if c.Replace == nil || !strings.Contains(c.Notice, "changed the policy meanwhile") || e.Settings(t, chat).Version != 1 {
+		t.Errorf("a second click: %+v, stored %+v", c, e.Settings(t, chat))
+	}
+
+	// The long name round-trips through its button's data; so does a
+	// server's.
+	s = *c.Replace
+	c, err = HandleClick(ctx, e.D, chat, admin, findButton(t, s, policytest.LongSkill).Data)
+	if err != nil || c.Notice != long+" is ask here now." {
+		t.Fatalf("the long skill's click: %+v, %v", c, err)
+	}
+	findButton(t, *c.Replace, policytest.LongSkill+": ask (here)")
+	c, err = HandleClick(ctx, e.D, chat, admin, findButton(t, *c.Replace, "▸ mcp:notes").Data)
+	if err != nil || c.Notice != "mcp:notes (group) is ask here now." {
+		t.Fatalf("the server's click: %+v, %v", c, err)
+	}
+	findButton(t, *c.Replace, "▸ mcp:notes: ask (here)")
+	findButton(t, *c.Replace, "notes__add: ask")
+	st = e.Settings(t, chat)
+	if st.Version != 3 || st.Tools[long].Mode != agent.ToolAsk || st.Tools["group:mcp:notes"].Mode != agent.ToolAsk || len(st.Tools) != 3 {
+		t.Errorf("stored %+v", st)
+	}
+
+	// A hash that names no rule on the screen sets nothing.
+	c, err = HandleClick(ctx, e.D, chat, admin, "fm:pol:3:deny:"+ruleRef("skill:gone"))
+	if err != nil || !strings.Contains(c.Notice, "no longer on this screen") || e.Settings(t, chat).Version != 3 {
+		t.Errorf("an unknown hash: %+v, %v", c, err)
+	}
+}
+
+// Many skills make pages, each within the platforms' limits; a click keeps
+// the page of the rule it changed, and only admins turn pages.
+func TestPolicyScreenPages(t *testing.T) {
+	ctx := context.Background()
+	chat := agent.SessionKey{Platform: "p", Chat: "C1"}
+	admin := agent.User{ID: "U9"}
+	var extra []string
+	for i := range 120 {
+		extra = append(extra, fmt.Sprintf("skill-%03d", i))
+	}
+	e := policytest.New(t, chat, []string{admin.ID}, extra...)
+	v, err := e.D.Policy(ctx, chat, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := policyPages(v)
+	if len(pages) < 2 {
+		t.Fatalf("%d pages", len(pages))
+	}
+	seen := map[string]bool{}
+	for i := range pages {
+		s := policyPage(PolicyText(v), v, i, "")
+		n := 0
+		for _, row := range s.Buttons {
+			n += len(row)
+			for _, b := range row {
+				if len(b.Data) > MaxButtonData {
+					t.Errorf("%s: data of %d bytes", b.Label, len(b.Data))
+				}
+				seen[b.Label] = true
+			}
+		}
+		if n > maxPageButtons+2 || len([]rune(s.Body)) > 4096 {
+			t.Errorf("page %d: %d buttons, %d characters", i, n, len([]rune(s.Body)))
+		}
+	}
+	for _, want := range []string{"skill-000: allow", "skill-119: allow", "▸ mcp:notes: allow (default)", policytest.LongSkill + ": allow"} {
+		if !seen[want] {
+			t.Errorf("no page shows %q", want)
+		}
+	}
+
+	first := PolicyScreen(PolicyText(v), v)
+	next := findButton(t, first, "page 2 ▶")
+	if c, err := HandleClick(ctx, e.D, chat, agent.User{ID: "U1"}, next.Data); err != nil || c.Replace != nil || c.Notice != notAdmin {
+		t.Errorf("a non-admin turns the page: %+v, %v", c, err)
+	}
+	c, err := HandleClick(ctx, e.D, chat, admin, next.Data)
+	if err != nil || c.Replace == nil {
+		t.Fatalf("page 2: %+v, %v", c, err)
+	}
+	findButton(t, *c.Replace, "◀ page 1")
+	last := policyPage(PolicyText(v), v, len(pages)-1, "")
+	b := last.Buttons[len(last.Buttons)-2][0] // a rule's button on the last page
+	c, err = HandleClick(ctx, e.D, chat, admin, b.Data)
+	if err != nil || c.Replace == nil {
+		t.Fatalf("a click on the last page: %+v, %v", c, err)
+	}
+	name, _, _ := strings.Cut(b.Label, ":")
+	findButton(t, *c.Replace, name+": ")
+	if !strings.Contains(c.Replace.Body, fmt.Sprintf("(Page %d of %d", len(pages), len(pages))) {
+		t.Errorf("the screen went back to another page:\n%s", c.Replace.Body)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/firstmate/firstmate/adapters/internal/policytest"
 	"github.com/firstmate/firstmate/agent"
 )
 
@@ -909,5 +910,33 @@ func TestStreamRateLimited(t *testing.T) {
 		if got.String() != text || refused.IsZero() || next.Sub(refused) != 5*time.Second {
 			t.Errorf("streamed %q (want %q); refused at %v, next piece %v later", got.String(), text, refused, next.Sub(refused))
 		}
+	})
+}
+
+// A command's policy notice shows the channel's skills and MCP servers as
+// buttons, each within a button's data limit, under the command's text.
+func TestNoticeShowsSkillsAndServers(t *testing.T) {
+	chat := agent.SessionKey{Platform: "p", Chat: "C1"}
+	e := policytest.New(t, chat, []string{"U9"})
+	v, err := e.D.Policy(context.Background(), chat, agent.User{ID: "U9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(telegramPace(true))
+		r := NewRenderer(ModeFull, nil)
+		th := r.Thread(asking{channel{f}})
+		th.Emit(context.Background(), agent.Notice{Text: "Tools here:", Policy: &v})
+		p, ok := f.first("post", "Tools here:")
+		if !ok {
+			t.Fatalf("no screen: %q", f.ops())
+		}
+		for _, want := range []string{"[▸ skills: allow (default)=fm:pol:0:ask:group:skills]", "deploy: allow=fm:pol:0:ask:skill:deploy",
+			policytest.LongSkill + ": allow=fm:pol:0:ask:#", "[▸ mcp:notes: allow (default)=fm:pol:0:ask:group:mcp:notes]"} {
+			if !strings.Contains(p.text, want) {
+				t.Errorf("the screen lacks %q: %s", want, p.text)
+			}
+		}
+		end(r, th)
 	})
 }

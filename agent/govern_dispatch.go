@@ -275,43 +275,7 @@ func (d *Dispatcher) Policy(ctx context.Context, chat SessionKey, u User) (Polic
 	if err != nil {
 		return PolicyView{}, err
 	}
-	return d.view(p, d.adminHere(ctx, chat, u)), nil
-}
-
-// view describes p for a screen.
-func (d *Dispatcher) view(p *Policy, editable bool) PolicyView {
-	v := PolicyView{Channel: p.Channel, Version: p.Version, Editable: editable, Default: p.Why("\x00")}
-	byGroup := map[string][]string{}
-	var order []string
-	for _, g := range Groups() {
-		byGroup[g] = nil
-		order = append(order, g)
-	}
-	for _, t := range d.knownTools() {
-		g := GroupOf(t)
-		if g == "" {
-			g = "other"
-		}
-		if _, ok := byGroup[g]; !ok {
-			order = append(order, g)
-		}
-		byGroup[g] = append(byGroup[g], t)
-	}
-	for _, g := range order {
-		gv := GroupView{Name: g}
-		if r, ok := p.stored[GroupRule(g)]; ok {
-			gv.Rule = &Reason{Mode: r.Mode, Rule: GroupRule(g), Layer: "channel", By: r.By, At: r.At}
-		} else if m, ok := p.defaults.Rules[GroupRule(g)]; ok {
-			gv.Rule = &Reason{Mode: m, Rule: GroupRule(g), Layer: "config"}
-		}
-		for _, t := range byGroup[g] {
-			gv.Tools = append(gv.Tools, ToolView{Name: t, Reason: p.Why(t)})
-		}
-		if len(gv.Tools) > 0 {
-			v.Groups = append(v.Groups, gv)
-		}
-	}
-	return v
+	return p.View(d.knownTools(), d.channelSkills(ctx, chat), d.adminHere(ctx, chat, u)), nil
 }
 
 // SetPolicy implements [Submitter].
@@ -536,13 +500,21 @@ func outcomeLine(a Approval) string {
 	return "Waiting for a decision."
 }
 
+// maxDescribed bounds the tools (or skills: a channel may have hundreds)
+// listed for one group, so the answer stays one message.
+const maxDescribed = 25
+
 // describePolicy says a channel's policy in words.
 func describePolicy(v PolicyView) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Tool policy here (default %s, %s):", v.Default.Mode, source(v.Default))
 	for _, g := range v.Groups {
 		fmt.Fprintf(&b, "\n• %s:", g.Name)
-		for _, t := range g.Tools {
+		for i, t := range g.Tools {
+			if i == maxDescribed {
+				fmt.Fprintf(&b, " and %d more", len(g.Tools)-i)
+				break
+			}
 			fmt.Fprintf(&b, " %s=%s", t.Name, t.Reason.Mode)
 		}
 		if g.Rule != nil {

@@ -1,11 +1,16 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/firstmate/firstmate/tools"
+	"github.com/firstmate/firstmate/tools/skills"
 )
 
 // A tool group is tools with the same power: denying one of them while
@@ -195,6 +200,82 @@ func (p *Policy) Why(tool string) Reason {
 // Stored returns the channel's own rules.
 func (p *Policy) Stored() map[string]Rule { return maps.Clone(p.stored) }
 
+// OtherGroup is where a [PolicyView] puts tools of no group (the skill
+// tool): a heading, not a group a rule can name.
+const OtherGroup = "other"
+
+// View describes the policy for a screen (a Slack modal, a Telegram
+// keyboard): the built-in groups in [Groups] order, then a group per MCP
+// server (mcp:SERVER) and [OtherGroup], each with its known tools. The
+// skills group lists one row per skill, named by its rule (skill:NAME):
+// the skills given (those the channel has) and any a rule names, so a rule
+// about a skill that is gone can still be seen and changed. A group with
+// no row is left out. editable says whether the person it is for may
+// change it.
+func (p *Policy) View(known, skillNames []string, editable bool) PolicyView {
+	v := PolicyView{Channel: p.Channel, Version: p.Version, Editable: editable, Default: p.Why("\x00")}
+	byGroup := map[string][]string{}
+	var order []string
+	for _, g := range Groups() {
+		byGroup[g] = nil
+		order = append(order, g)
+	}
+	for _, t := range known {
+		g := GroupOf(t)
+		if g == "" {
+			g = OtherGroup
+		}
+		if _, ok := byGroup[g]; !ok {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], t)
+	}
+	byGroup[GroupSkills] = p.skillRows(skillNames)
+	for _, g := range order {
+		gv := GroupView{Name: g}
+		if r, ok := p.stored[GroupRule(g)]; ok {
+			gv.Rule = &Reason{Mode: r.Mode, Rule: GroupRule(g), Layer: "channel", By: r.By, At: r.At}
+		} else if m, ok := p.defaults.Rules[GroupRule(g)]; ok {
+			gv.Rule = &Reason{Mode: m, Rule: GroupRule(g), Layer: "config"}
+		}
+		for _, t := range byGroup[g] {
+			gv.Tools = append(gv.Tools, ToolView{Name: t, Reason: p.Why(t)})
+		}
+		if len(gv.Tools) > 0 {
+			v.Groups = append(v.Groups, gv)
+		}
+	}
+	return v
+}
+
+// skillRows are the rule names of the skills given and of those a rule
+// names (here or in the config), sorted, each once.
+func (p *Policy) skillRows(names []string) []string {
+	var rows []string
+	for _, n := range names {
+		if r := SkillRule(n); isSkill(r) {
+			rows = append(rows, r)
+		}
+	}
+	for r := range p.stored {
+		if isSkill(r) {
+			rows = append(rows, r)
+		}
+	}
+	for r := range p.defaults.Rules {
+		if isSkill(r) {
+			rows = append(rows, r)
+		}
+	}
+	slices.Sort(rows)
+	return slices.Compact(rows)
+}
+
+func isSkill(rule string) bool {
+	_, ok := IsSkillRule(rule)
+	return ok
+}
+
 // Leaks lists, for the tools known, each tool left more open than a tool
 // of its group that a rule restricts: "shell is deny, but start is allow
 // (both exec)". A person setting a rule is shown these, and the config
@@ -233,4 +314,42 @@ func strictness(m ToolMode) int {
 		return 1
 	}
 	return 0
+}
+
+// skillCatalog is a [SkillLister] that can say which skills a channel has
+// (tools/skills' Catalog): the policy screens list them.
+type skillCatalog interface {
+	Available(ctx context.Context, ws *tools.Workspace) ([]skills.Skill, []skills.Problem)
+}
+
+// channelSkills names the skills a turn in chat's channel could load
+// before policy: the configured ones and the channel's own, read from its
+// workspace if it has one (a screen does not create it). nil when this bot
+// offers no skills.
+func (d *Dispatcher) channelSkills(ctx context.Context, chat SessionKey) []string {
+	if d.skillTool() == "" {
+		return nil
+	}
+	cat, ok := d.cfg.Loop.Skills.(skillCatalog)
+	if !ok {
+		return nil
+	}
+	var ws *tools.Workspace
+	name := chat.Channel().String()
+	if d.cfg.WorkspaceDir != "" {
+		if _, err := os.Stat(tools.WorkspacePath(d.cfg.WorkspaceDir, name)); err == nil {
+			if w, err := tools.OpenWorkspace(d.cfg.WorkspaceDir, name, d.cfg.Workspace...); err == nil {
+				defer w.Close()
+				ws = w
+			} else {
+				d.log.Warn("open workspace for the policy screen", "chat", name, "err", err)
+			}
+		}
+	}
+	list, _ := cat.Available(ctx, ws)
+	names := make([]string, 0, len(list))
+	for _, sk := range list {
+		names = append(names, sk.Name)
+	}
+	return names
 }

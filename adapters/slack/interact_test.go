@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/firstmate/firstmate/adapters"
+	"github.com/firstmate/firstmate/adapters/internal/policytest"
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/internal/fakeslack"
 )
@@ -316,7 +318,7 @@ func TestPolicyScreenClick(t *testing.T) {
 	if len(screen.Buttons()) == 0 {
 		t.Fatalf("the ephemeral screen has no buttons: %+v", screen)
 	}
-	ia, err := srv.Click(fakeslack.General, screen.TS, fakeslack.Alice, "▸ exec: ask")
+	ia, err := srv.Click(fakeslack.General, screen.TS, fakeslack.Alice, "▸ exec: ask (here)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +350,7 @@ func TestPolicyScreenClick(t *testing.T) {
 		}
 	}
 	for i, user := range []string{fakeslack.Bob, fakeslack.Alice} {
-		ia, err := srv.Click(fakeslack.General, screenTS, user, "shell: deny")
+		ia, err := srv.Click(fakeslack.General, screenTS, user, "shell: deny (here)")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -473,6 +475,189 @@ func TestToolsModal(t *testing.T) {
 				t.Errorf("a non-admin's submission: %s", body)
 			}
 		})
+	}
+}
+
+// The tools modal and the policy screen list the channel's skills and
+// its MCP servers, with their modes and where those come from, and change
+// them like any rule: for admins only, stored, at the version shown.
+func TestPolicyScreensSkillsAndMCPServers(t *testing.T) {
+	srv := fakeslack.New(t)
+	key := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General}
+	e := policytest.New(t, key, []string{fakeslack.Alice})
+	a := newAdapter(t, srv, adapters.ModeFull)
+	runAdapter(t, a, e.D)
+	long := agent.SkillRule(policytest.LongSkill)
+	openView := func(user string) fakeslack.View {
+		t.Helper()
+		n := len(srv.Views())
+		if _, ok := srv.WaitAck(srv.SendSlashCommand(srv.SlashCommand(fakeslack.General, user, "/firstmate", "tools")), wait); !ok {
+			t.Fatal("not acked")
+		}
+		if !srv.WaitFor(wait, func() bool { return len(srv.Views()) == n+1 }) {
+			t.Fatalf("no modal opened; ephemerals %+v", srv.Ephemerals())
+		}
+		return srv.Views()[n]
+	}
+	submit := func(v fakeslack.View, user string, selected map[string]string) []byte {
+		t.Helper()
+		ia, err := srv.SubmitView(v.ID, user, selected)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack, ok := srv.WaitAck(srv.SendInteractive(ia), wait)
+		if !ok {
+			t.Fatal("submission not acked")
+		}
+		return ack.Payload
+	}
+
+	// The modal: a select per skill and for the skills group, one for the
+	// server; a skill's hint says where its mode comes from.
+	v := openView(fakeslack.Alice)
+	got := map[string]fakeslack.Select{}
+	for _, sel := range v.Selects() {
+		got[sel.BlockID] = sel
+	}
+	for id, want := range map[string]struct{ label, initial string }{
+		"g:skills":        {"skills (every skill)", "allow"},
+		"t:skill:deploy":  {"skill:deploy", "inherit"},
+		"t:" + long:       {long, "inherit"},
+		"g:mcp:notes":     {"mcp:notes (MCP server)", "allow"},
+		"t:notes__search": {"notes__search", "inherit"},
+		"g:exec":          {"exec (group)", "allow"},
+	} {
+		if sel, ok := got[id]; !ok || sel.Label != want.label || sel.Initial != want.initial || len(sel.Options) > 100 {
+			t.Errorf("%s: %+v, want %+v", id, sel, want)
+		}
+	}
+	if !strings.Contains(string(v.Blocks), "Now allow, the default. Skills: deploy, "+policytest.LongSkill) {
+		t.Errorf("the skills group's hint: %s", v.Blocks)
+	}
+
+	// A non-admin sees them in words and cannot change them.
+	bv := openView(fakeslack.Bob)
+	if len(bv.Selects()) != 0 || !strings.Contains(string(bv.Blocks), "deploy=allow") || !strings.Contains(string(bv.Blocks), "mcp:notes: allow (default)") {
+		t.Errorf("non-admin modal %s", bv.Blocks)
+	}
+	body := submit(v, fakeslack.Bob, map[string]string{"t:skill:deploy": "deny"})
+	if !strings.Contains(string(body), "Only an admin") {
+		t.Errorf("a non-admin's submission: %s", body)
+	}
+	if st := e.Settings(t, key); st.Version != 0 || len(st.Tools) != 0 {
+		t.Fatalf("a non-admin's submission stored %+v", st)
+	}
+
+	// An admin's is stored and audited.
+	if body := submit(v, fakeslack.Alice, map[string]string{"t:skill:deploy": "ask", "t:" + long: "deny", "g:mcp:notes": "deny"}); len(body) != 0 && string(body) != "null" {
+		t.Fatalf("an admin's submission: %s", body)
+	}
+	st := e.Settings(t, key)
+	if st.Version != 1 || st.Tools["skill:deploy"].Mode != agent.ToolAsk || st.Tools[long].Mode != agent.ToolDeny || st.Tools["group:mcp:notes"].Mode != agent.ToolDeny || len(st.Tools) != 3 {
+		t.Fatalf("stored %+v", st)
+	}
+	if a := e.Audit(t, key, agent.AuditPolicySet); len(a) != 1 || !strings.Contains(a[0].Detail, "skill:deploy=ask") {
+		t.Errorf("audit %+v", a)
+	}
+	v = openView(fakeslack.Alice)
+	for _, sel := range v.Selects() {
+		if want := map[string]string{"t:skill:deploy": "ask", "t:" + long: "deny", "g:mcp:notes": "deny", "t:notes__add": "inherit"}[sel.BlockID]; want != "" && sel.Initial != want {
+			t.Errorf("%s after the change: %q, want %q", sel.BlockID, sel.Initial, want)
+		}
+	}
+
+	// The screen's buttons in a thread: a non-admin's click is answered
+	// and changes nothing; an admin's cycles the skill, the long name too.
+	root := srv.AddMessage(fakeslack.Message{Channel: fakeslack.General, User: fakeslack.Alice, Text: "<@U0BOT> tools"})
+	thread := agent.SessionKey{Platform: Platform, Team: srv.TeamID(), Chat: fakeslack.General, Thread: root.TS}
+	pv, err := e.D.Policy(t.Context(), thread, agent.User{ID: fakeslack.Alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Thread(thread, agent.Inbound{User: agent.User{ID: fakeslack.Alice}}).Emit(t.Context(), agent.Notice{Text: "Tools:", Policy: &pv}); err != nil {
+		t.Fatal(err)
+	}
+	var screenTS string
+	if !srv.WaitFor(wait, func() bool {
+		for _, m := range srv.Thread(fakeslack.General, root.TS) {
+			if len(m.Buttons()) > 0 {
+				screenTS = m.TS
+			}
+		}
+		return screenTS != ""
+	}) {
+		t.Fatal("no screen in the thread")
+	}
+	click := func(user, button string, n int) fakeslack.Ephemeral {
+		t.Helper()
+		ia, err := srv.Click(fakeslack.General, screenTS, user, button)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.SendInteractive(ia)
+		if !srv.WaitFor(wait, func() bool { return len(srv.Ephemerals()) >= n }) {
+			t.Fatalf("the click on %s was not answered: %+v", button, srv.Ephemerals())
+		}
+		return srv.Ephemerals()[n-1]
+	}
+	n := len(srv.Ephemerals())
+	if e := click(fakeslack.Bob, "deploy: ask (here)", n+1); !strings.Contains(e.Text, "Only an admin") || e.User != fakeslack.Bob {
+		t.Errorf("a non-admin's click: %+v", e)
+	}
+	if st := e.Settings(t, key); st.Version != 1 {
+		t.Fatalf("a non-admin's click stored %+v", st)
+	}
+	if e := click(fakeslack.Alice, "deploy: ask (here)", n+2); !strings.Contains(e.Text, "skill:deploy is deny here now") {
+		t.Errorf("an admin's click: %+v", e)
+	}
+	if !srv.WaitFor(wait, func() bool {
+		m, _ := srv.Message(fakeslack.General, screenTS)
+		return slices.ContainsFunc(m.Buttons(), func(b fakeslack.Button) bool { return b.Text == "deploy: deny (here)" })
+	}) {
+		m, _ := srv.Message(fakeslack.General, screenTS)
+		t.Fatalf("the screen after the click: %+v", m.Buttons())
+	}
+	if e := click(fakeslack.Alice, policytest.LongSkill+": deny (here)", n+3); !strings.Contains(e.Text, long+" is allow here now") {
+		t.Errorf("the long skill's click: %+v", e)
+	}
+	st = e.Settings(t, key)
+	if st.Version != 3 || st.Tools["skill:deploy"].Mode != agent.ToolDeny || st.Tools[long].Mode != agent.ToolAllow {
+		t.Errorf("stored %+v", st)
+	}
+}
+
+// With more skills than a modal holds, every group (the server's too) and
+// the tools keep their selects, skills take what room is left, and a note
+// says how to set the rest.
+func TestToolsModalWithManySkills(t *testing.T) {
+	key := agent.SessionKey{Platform: Platform, Team: "T1", Chat: "C1"}
+	var extra []string
+	for i := range 150 {
+		extra = append(extra, "skill-"+strconv.Itoa(1000+i))
+	}
+	e := policytest.New(t, key, []string{"U9"}, extra...)
+	v, err := e.D.Policy(t.Context(), key, agent.User{ID: "U9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := toolsModal(key, v)
+	if n := len(m.Blocks.BlockSet); n > maxModalBlocks {
+		t.Fatalf("%d blocks", n)
+	}
+	ids := map[string]bool{}
+	for _, b := range m.Blocks.BlockSet {
+		if in, ok := b.(*slack.InputBlock); ok {
+			ids[in.BlockID] = true
+		}
+	}
+	for _, id := range []string{"g:read", "g:exec", "g:skills", "g:mcp:notes", "t:notes__add", "t:shell", "t:skill", "t:skill:deploy"} {
+		if !ids[id] {
+			t.Errorf("no select %s", id)
+		}
+	}
+	last, ok := m.Blocks.BlockSet[len(m.Blocks.BlockSet)-1].(*slack.ContextBlock)
+	if !ok || !strings.Contains(last.ContextElements.Elements[0].(*slack.TextBlockObject).Text, "more groups, tools or skills do not fit") {
+		t.Errorf("no note on what does not fit: %+v", m.Blocks.BlockSet[len(m.Blocks.BlockSet)-1])
 	}
 }
 

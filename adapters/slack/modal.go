@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,8 +15,9 @@ import (
 )
 
 // The tools modal: "/firstmate tools" opens it with the channel's policy,
-// one select per group and per tool for an admin, the policy in words for
-// anyone else. Its submission changes the rules that were changed in it,
+// one select per group (the skills group and each MCP server, mcp:NAME,
+// among them), per tool and per skill (skill:NAME) for an admin, the
+// policy in words for anyone else. Its submission changes the rules that were changed in it,
 // against the policy version it showed.
 
 const (
@@ -63,33 +65,58 @@ func toolsModal(key agent.SessionKey, v agent.PolicyView) slack.ModalViewRequest
 	}
 	m.Submit, m.Close = plain("Save"), plain("Cancel")
 	blocks := []slack.Block{slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, fmtIntro(v), false, false), nil, nil)}
-	room := maxModalBlocks - 2 // the intro, and a note on what does not fit
-	left := 0
+	shown, left := modalRows(v, maxModalBlocks-2) // the intro, and a note on what does not fit
 	for _, g := range v.Groups {
 		grouped := isGroup(g)
-		if grouped {
-			if room == 0 {
-				left++
-			} else {
-				blocks = append(blocks, groupInput(v, g))
-				room--
-			}
+		if grouped && shown[groupBlock+g.Name] {
+			blocks = append(blocks, groupInput(v, g))
 		}
 		for _, t := range g.Tools {
-			if room == 0 {
-				left++
-				continue
+			if shown[toolBlock+t.Name] {
+				blocks = append(blocks, toolInput(t, grouped))
 			}
-			blocks = append(blocks, toolInput(t, grouped))
-			room--
 		}
 	}
 	if left > 0 {
 		blocks = append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType,
-			escapeText(plural(left, "more group or tool does", "more groups or tools do")+" not fit here; set them with /firstmate tools NAME=MODE."), false, false)))
+			escapeText(plural(left, "more group, tool or skill does", "more groups, tools or skills do")+" not fit here; set them with /firstmate tools NAME=MODE (skill:NAME for a skill)."), false, false)))
 	}
 	m.Blocks.BlockSet = blocks
 	return m
+}
+
+// maxBlockID is the longest block_id Slack takes.
+const maxBlockID = 255
+
+// modalRows chooses the selects of v that fit in room blocks, by block_id,
+// and counts those left out: every group's (built-in, skills, each MCP
+// server) first, then the tools', then the skills', each in screen order,
+// so that a channel with many skills still shows its MCP servers.
+func modalRows(v agent.PolicyView, room int) (map[string]bool, int) {
+	var groups, tools, skills []string
+	for _, g := range v.Groups {
+		if isGroup(g) {
+			groups = append(groups, groupBlock+g.Name)
+		}
+		for _, t := range g.Tools {
+			if _, ok := agent.IsSkillRule(t.Name); ok {
+				skills = append(skills, toolBlock+t.Name)
+			} else {
+				tools = append(tools, toolBlock+t.Name)
+			}
+		}
+	}
+	shown := map[string]bool{}
+	left := 0
+	for _, id := range slices.Concat(groups, tools, skills) {
+		if room == 0 || len(id) > maxBlockID {
+			left++
+			continue
+		}
+		shown[id] = true
+		room--
+	}
+	return shown, left
 }
 
 func fmtIntro(v agent.PolicyView) string {
@@ -98,7 +125,8 @@ func fmtIntro(v agent.PolicyView) string {
 		where = "this channel"
 	}
 	return "*allow*: I use the tool freely. *ask*: I ask the person who started the turn, or an admin, first. *deny*: never.\n" +
-		"A tool _as its group_ follows its group's mode; the default is *" + escapeText(string(v.Default.Mode)) + "* (set in " + where + ")."
+		"A tool or a skill _as its group_ follows its group's mode (a skill: the skills group; an MCP server's tool: its server, mcp:NAME); " +
+		"the default is *" + escapeText(string(v.Default.Mode)) + "* (set in " + where + ")."
 }
 
 // isGroup reports whether g is a group rules can name: the built-in
@@ -108,17 +136,38 @@ func isGroup(g agent.GroupView) bool {
 }
 
 func groupInput(v agent.PolicyView, g agent.GroupView) slack.Block {
-	mode := v.Default.Mode
+	mode, hint := v.Default.Mode, "Now "+string(v.Default.Mode)+", the default"
 	if g.Rule != nil {
-		mode = g.Rule.Mode
+		mode, hint = g.Rule.Mode, "Now "+string(g.Rule.Mode)+", by its rule "+ruleSource(*g.Rule)
 	}
 	var names []string
 	for _, t := range g.Tools {
-		names = append(names, t.Name)
+		if s, ok := agent.IsSkillRule(t.Name); ok {
+			names = append(names, s)
+		} else {
+			names = append(names, t.Name)
+		}
+	}
+	label := g.Name + " (group)"
+	switch {
+	case g.Name == agent.GroupSkills:
+		label, hint = "skills (every skill)", hint+". Skills: "
+	case strings.HasPrefix(g.Name, "mcp:"):
+		label, hint = g.Name+" (MCP server)", hint+". Its tools: "
+	default:
+		hint += ". Tools: "
 	}
 	sel := modeSelect(false, false)
 	sel.InitialOption = option(string(mode), modeLabel(string(mode), false))
-	return slack.NewInputBlock(groupBlock+g.Name, plain(clipRunes(g.Name+" (group)", 2000)), plain(clipRunes(strings.Join(names, ", "), 2000)), sel)
+	return slack.NewInputBlock(groupBlock+g.Name, plain(clipRunes(label, 2000)), plain(clipRunes(hint+strings.Join(names, ", "), 2000)), sel)
+}
+
+// ruleSource says where a rule was set, for a hint.
+func ruleSource(r agent.Reason) string {
+	if r.Layer == "channel" {
+		return "set here"
+	}
+	return "from the config"
 }
 
 func toolInput(t agent.ToolView, grouped bool) slack.Block {
@@ -128,11 +177,9 @@ func toolInput(t agent.ToolView, grouped bool) slack.Block {
 	}
 	sel := modeSelect(true, grouped)
 	sel.InitialOption = option(initial, modeLabel(initial, grouped))
-	hint := "Now " + string(t.Reason.Mode) + ", by the rule " + agent.RuleLabel(t.Reason.Rule)
-	if t.Reason.Layer == "channel" {
-		hint += " set here"
-	} else {
-		hint += " from the config"
+	hint := "Now " + string(t.Reason.Mode) + ", by the rule " + agent.RuleLabel(t.Reason.Rule) + " " + ruleSource(t.Reason)
+	if t.Reason.Rule == agent.DefaultRule && t.Reason.Layer != "channel" {
+		hint = "Now " + string(t.Reason.Mode) + ", the default"
 	}
 	return slack.NewInputBlock(toolBlock+t.Name, plain(clipRunes(t.Name, 2000)), plain(clipRunes(hint+".", 2000)), sel)
 }

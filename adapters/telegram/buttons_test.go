@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/adapters"
+	"github.com/firstmate/firstmate/adapters/internal/policytest"
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/internal/faketelegram"
 )
@@ -442,6 +444,159 @@ func TestClickReplacesThePolicyScreen(t *testing.T) {
 	}) {
 		m, _ := srv.Message(faketelegram.Group, id)
 		t.Errorf("screen after the click: %q %s", m.Text, m.ReplyMarkup)
+	}
+}
+
+// The /tools keyboard lists the chat's skills and MCP servers with their
+// modes; an admin's press changes the stored rule and edits the keyboard
+// in place, a non-admin's changes nothing, and every press is answered. A
+// skill name too long for callback data comes back whole.
+func TestPolicyKeyboardSkillsAndMCPServers(t *testing.T) {
+	srv := faketelegram.New(t)
+	a := newAdapterWith(t, srv, Config{})
+	key := chatKey(faketelegram.Group, 0)
+	admin := strconv.FormatInt(faketelegram.Alice, 10)
+	e := policytest.New(t, key, []string{admin})
+	run(t, a, e.D)
+	v, err := e.D.Policy(t.Context(), key, agent.User{ID: admin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := a.Thread(key, agent.Inbound{Key: key})
+	if err := th.Emit(t.Context(), agent.Notice{Text: "Tools here:", Policy: &v}); err != nil {
+		t.Fatal(err)
+	}
+	var id int
+	if !srv.WaitFor(wait, func() bool {
+		for _, m := range srv.BotMessages(faketelegram.Group) {
+			if _, ok := m.Button("▸ skills"); ok {
+				id = m.MessageID
+			}
+		}
+		return id != 0
+	}) {
+		t.Fatalf("no policy keyboard: %+v", srv.BotMessages(faketelegram.Group))
+	}
+	th.(interface{ Close() error }).Close()
+	screen, _ := srv.Message(faketelegram.Group, id)
+	for _, label := range []string{"▸ skills: allow (default)", "deploy: allow", policytest.LongSkill + ": allow", "▸ mcp:notes: allow (default)", "notes__search: allow"} {
+		if _, ok := screen.Button(label); !ok {
+			t.Errorf("no button %q in %s", label, screen.ReplyMarkup)
+		}
+	}
+	long, _ := screen.Button(policytest.LongSkill)
+	if len(long.CallbackData) > adapters.MaxButtonData || strings.Contains(long.CallbackData, "checklist") {
+		t.Errorf("the long skill's callback data %q", long.CallbackData)
+	}
+	press := func(from int64, label, answer string) {
+		t.Helper()
+		u, err := srv.PressButton(faketelegram.Group, from, id, label)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ans, ok := srv.WaitCallbackAnswer(u.CallbackQuery.ID, wait)
+		if !ok || !strings.Contains(ans.Text, answer) {
+			t.Fatalf("%s: answer %+v, %v; want %q", label, ans, ok, answer)
+		}
+	}
+
+	// Bob is no admin: answered, nothing stored, the keyboard as it was.
+	press(faketelegram.Bob, "deploy", "Only an admin")
+	press(faketelegram.Bob, policytest.LongSkill, "Only an admin")
+	if st := e.Settings(t, key); st.Version != 0 || len(st.Tools) != 0 {
+		t.Fatalf("a non-admin's press stored %+v", st)
+	}
+	if m, _ := srv.Message(faketelegram.Group, id); string(m.ReplyMarkup) != string(screen.ReplyMarkup) || m.Edits != screen.Edits {
+		t.Errorf("a non-admin's press changed the keyboard: %s", m.ReplyMarkup)
+	}
+
+	// Alice is: deploy cycles to ask, stored, and the keyboard says so.
+	press(faketelegram.Alice, "deploy", "skill:deploy is ask here now")
+	if st := e.Settings(t, key); st.Version != 1 || st.Tools["skill:deploy"].Mode != agent.ToolAsk {
+		t.Fatalf("stored %+v", st)
+	}
+	edited := func(label string) {
+		t.Helper()
+		if !srv.WaitFor(wait, func() bool { m, _ := srv.Message(faketelegram.Group, id); _, ok := m.Button(label); return ok }) {
+			m, _ := srv.Message(faketelegram.Group, id)
+			t.Fatalf("no %q after the press: %s", label, m.ReplyMarkup)
+		}
+	}
+	edited("deploy: ask (here)")
+	press(faketelegram.Alice, policytest.LongSkill, agent.SkillRule(policytest.LongSkill)+" is ask here now")
+	edited(policytest.LongSkill + ": ask (here)")
+	press(faketelegram.Alice, "▸ mcp:notes", "mcp:notes (group) is ask here now")
+	edited("▸ mcp:notes: ask (here)")
+	st := e.Settings(t, key)
+	if st.Version != 3 || st.Tools[agent.SkillRule(policytest.LongSkill)].Mode != agent.ToolAsk || st.Tools["group:mcp:notes"].Mode != agent.ToolAsk {
+		t.Errorf("stored %+v", st)
+	}
+	if n := len(e.Audit(t, key, agent.AuditPolicySet)); n != 3 {
+		t.Errorf("%d changes audited", n)
+	}
+	if n := len(e.Audit(t, key, agent.AuditPolicyRefused)); n != 2 {
+		t.Errorf("%d refusals audited", n)
+	}
+	if m, _ := srv.Message(faketelegram.Group, id); !strings.Contains(m.Text, "deploy=ask (here)") || adapters.UTF16(m.Text) > 4096 {
+		t.Errorf("the screen's text: %q", m.Text)
+	}
+}
+
+// Many skills: the keyboard has pages within Telegram's hundred buttons,
+// turned in place.
+func TestPolicyKeyboardPages(t *testing.T) {
+	srv := faketelegram.New(t)
+	a := newAdapterWith(t, srv, Config{})
+	key := chatKey(faketelegram.Group, 0)
+	admin := strconv.FormatInt(faketelegram.Alice, 10)
+	var extra []string
+	for i := range 150 {
+		extra = append(extra, "skill-"+strconv.Itoa(1000+i))
+	}
+	e := policytest.New(t, key, []string{admin}, extra...)
+	run(t, a, e.D)
+	v, err := e.D.Policy(t.Context(), key, agent.User{ID: admin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := post(t, a, key, adapters.PolicyScreen(adapters.PolicyText(v), v))
+	buttons := func() (n int, labels []string) {
+		m, _ := srv.Message(faketelegram.Group, id)
+		for _, row := range m.Keyboard() {
+			for _, b := range row {
+				n++
+				labels = append(labels, b.Text)
+			}
+		}
+		return n, labels
+	}
+	n, labels := buttons()
+	if n > maxButtons || !slices.Contains(labels, "page 2 ▶") || slices.Contains(labels, "skill-1149: allow") {
+		t.Fatalf("first page: %d buttons %q", n, labels)
+	}
+	for page := 2; ; page++ {
+		u, err := srv.PressButton(faketelegram.Group, faketelegram.Alice, id, fmt.Sprintf("page %d ▶", page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := srv.WaitCallbackAnswer(u.CallbackQuery.ID, wait); !ok {
+			t.Fatal("a page press not answered")
+		}
+		if !srv.WaitFor(wait, func() bool { _, l := buttons(); return slices.Contains(l, fmt.Sprintf("◀ page %d", page-1)) }) {
+			t.Fatalf("page %d not shown: %q", page, labels)
+		}
+		if n, labels = buttons(); n > maxButtons {
+			t.Fatalf("page %d: %d buttons", page, n)
+		}
+		if slices.Contains(labels, "skill-1149: allow") {
+			break
+		}
+		if page == 10 {
+			t.Fatalf("no page shows the last skill: %q", labels)
+		}
+	}
+	if st := e.Settings(t, key); st.Version != 0 {
+		t.Errorf("turning pages stored %+v", st)
 	}
 }
 

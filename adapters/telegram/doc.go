@@ -8,7 +8,10 @@
 //
 // Buttons (approval questions, the policy screen) are inline keyboards;
 // a click arrives as a callback_query, goes to adapters.HandleClick and is
-// always answered with answerCallbackQuery (callback.go). With
+// always answered with answerCallbackQuery (callback.go). The policy
+// screen keeps within Telegram's limits (adapters/clicks.go): pages of at
+// most 48 buttons, and a rule too long for callback_data's 64 bytes (a
+// long skill or MCP name) named by a hash the click resolves. With
 // Config.ChatAdmins a group's Telegram administrators count as the bot's
 // admins there (admins.go).
 //

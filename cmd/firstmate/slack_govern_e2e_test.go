@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/fakemcp"
 	"github.com/firstmate/firstmate/internal/fakeslack"
 )
 
@@ -774,4 +776,74 @@ func TestSlackGovernSlashCommandsRespectAccess(t *testing.T) {
 	t.Run("allowlist", func(t *testing.T) {
 		refusedBySlash(t, startSlackGov(t, govModel, "SLACK_ACCESS=allowlist", "SLACK_ALLOWED_USERS="+fakeslack.Alice), fakeslack.Bob)
 	})
+}
+
+// govLongSkill is a skill name of 61 bytes: its rule does not fit in
+// Telegram's callback data beside the rest of a button's.
+const govLongSkill = "the-long-release-checklist-skill-for-the-weekly-deploy-trains"
+
+// screensConfig is a config file with the skills deploy and govLongSkill
+// and the MCP server notes (the fake MCP server over HTTP on loopback).
+func screensConfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"deploy", govLongSkill} {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		md := "---\nname: " + name + "\ndescription: The " + name + " skill.\n---\nDo it.\n"
+		if err := os.WriteFile(filepath.Join(dir, name, "SKILL.md"), []byte(md), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notes := httptest.NewServer(fakemcp.Handler(fakemcp.Options{}))
+	t.Cleanup(notes.Close)
+	return writeFile(t, "skills:\n  dirs: ["+dir+"]\nweb:\n  fetch:\n    allow_networks: [127.0.0.0/8]\nmcp:\n  servers:\n    notes:\n      url: "+notes.URL+"/\n")
+}
+
+// TestSlackGovernPolicyScreenSkillsAndMCP: the tools modal lists the
+// skills and the MCP server; an admin's change of a skill and of the
+// server is stored, a member's is refused and stores nothing.
+func TestSlackGovernPolicyScreenSkillsAndMCP(t *testing.T) {
+	t.Parallel()
+	g := startSlackGov(t, govModel, "FIRSTMATE_CONFIG="+screensConfig(t), "FIRSTMATE_ADMINS=slack:"+fakeslack.Alice)
+	if !g.slack.WaitFor(20*time.Second, func() bool { return strings.Contains(g.srv.logs(), "MCP server tools listed") }) {
+		t.Fatalf("the MCP server did not list its tools\n%s", g.srv.logs())
+	}
+	long := "skill:" + govLongSkill
+	g.slash(t, fakeslack.General, fakeslack.Alice, "tools")
+	v := g.waitView(t, fakeslack.Alice, 1)
+	initial := map[string]string{}
+	for _, s := range v.Selects() {
+		initial[s.BlockID] = s.Initial
+	}
+	for id, want := range map[string]string{"g:skills": "allow", "t:skill:deploy": "inherit", "t:" + long: "inherit", "g:mcp:notes": "allow", "t:notes__echo": "inherit"} {
+		if initial[id] != want {
+			t.Errorf("select %s starts at %q, want %q (selects %v)", id, initial[id], want, initial)
+		}
+	}
+	forged, err := g.slack.SubmitView(v.ID, fakeslack.Bob, map[string]string{"t:skill:deploy": "deny"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw := g.interact(t, forged); !strings.Contains(string(raw), "Only an admin") {
+		t.Fatalf("a member's submission was answered %s", raw)
+	}
+	if rules := policyRules(t, g.admin(t, "policy", "show", govGeneral)); len(rules) != 0 {
+		t.Fatalf("a member's submission stored %v", rules)
+	}
+	mine, err := g.slack.SubmitView(v.ID, fakeslack.Alice, map[string]string{"t:skill:deploy": "ask", "t:" + long: "deny", "g:mcp:notes": "deny"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw := g.interact(t, mine); strings.Contains(string(raw), "errors") {
+		t.Fatalf("the admin's submission was refused: %s", raw)
+	}
+	saved := g.admin(t, "policy", "show", govGeneral)
+	if rules := policyRules(t, saved); !slices.Equal(rules, []string{"group:mcp:notes=deny", "skill:deploy=ask", long + "=deny"}) {
+		t.Fatalf("after the admin's modal (%v):\n%s", rules, saved)
+	}
+	entries := g.audit(t)
+	wantAudit(t, entries, agent.AuditPolicyRefused, "not an admin", 1, govAuditGen, fakeslack.Bob, "")
+	wantAudit(t, entries, agent.AuditPolicySet, "ok", 1, govAuditGen, fakeslack.Alice, "")
 }

@@ -350,3 +350,67 @@ func TestTelegramApprovalTimesOut(t *testing.T) {
 		t.Errorf("%d expiries audited", n)
 	}
 }
+
+// TestTelegramGovernPolicyScreenSkillsAndMCP: /tools shows the skills and
+// the MCP server as buttons; a member's press is answered and changes
+// nothing, an admin's cycles the rule and edits the keyboard, and a skill
+// name too long for callback data comes back whole.
+func TestTelegramGovernPolicyScreenSkillsAndMCP(t *testing.T) {
+	t.Parallel()
+	e := startTelegramGov(t, writeModel, "TELEGRAM_ACCESS=open", "FIRSTMATE_CONFIG="+screensConfig(t))
+	if !e.tg.WaitFor(20*time.Second, func() bool { return strings.Contains(e.srv.logs(), "MCP server tools listed") }) {
+		t.Fatalf("the MCP server did not list its tools\n%s", e.srv.logs())
+	}
+	g := faketelegram.Group
+	e.tg.Command(g, faketelegram.Alice, "tools", "")
+	screen := e.answer(t, g, 0, "Change it with")
+	for _, label := range []string{"▸ skills: allow (default)", "deploy: allow", govLongSkill + ": allow", "▸ mcp:notes: allow (default)", "notes__echo: allow"} {
+		if _, ok := screen.Button(label); !ok {
+			t.Errorf("no button %q: %s", label, screen.ReplyMarkup)
+		}
+	}
+	if b, _ := screen.Button(govLongSkill); len(b.CallbackData) > 64 {
+		t.Errorf("callback data of %d bytes", len(b.CallbackData))
+	}
+	press := func(from int64, label, want string) {
+		t.Helper()
+		u, err := e.tg.PressButton(g, from, screen.MessageID, label)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, ok := e.tg.WaitCallbackAnswer(u.CallbackQuery.ID, 20*time.Second); !ok || !strings.Contains(a.Text, want) {
+			t.Fatalf("%d pressed %q: %+v, want %q\n%s", from, label, a, want, e.srv.logs())
+		}
+	}
+	show := func() string { return e.admin(t, "policy", "show", fmt.Sprintf("telegram:%d", g)) }
+	press(faketelegram.Bob, "deploy", "Only an admin")
+	press(faketelegram.Bob, govLongSkill, "Only an admin")
+	if s := show(); strings.Contains(s, "skill:") {
+		t.Fatalf("a member's press stored a rule:\n%s", s)
+	}
+	// Each press edits the keyboard to the new version before the next.
+	edited := func(label string) {
+		t.Helper()
+		if !e.tg.WaitFor(20*time.Second, func() bool {
+			m, _ := e.tg.Message(g, screen.MessageID)
+			_, ok := m.Button(label)
+			return ok
+		}) {
+			m, _ := e.tg.Message(g, screen.MessageID)
+			t.Fatalf("the keyboard has no %q: %s", label, m.ReplyMarkup)
+		}
+	}
+	press(faketelegram.Alice, "deploy", "skill:deploy is ask here now")
+	edited("deploy: ask (here)")
+	press(faketelegram.Alice, govLongSkill, "skill:"+govLongSkill+" is ask here now")
+	edited(govLongSkill + ": ask (here)")
+	press(faketelegram.Alice, "▸ mcp:notes", "mcp:notes (group) is ask here now")
+	edited("▸ mcp:notes: ask (here)")
+	if s := show(); !slices.Equal(policyRules(t, s), []string{"group:mcp:notes=ask", "skill:deploy=ask", "skill:" + govLongSkill + "=ask"}) {
+		t.Errorf("stored rules %v:\n%s", policyRules(t, s), s)
+	}
+	entries := e.audit(t, "--channel", fmt.Sprintf("telegram:%d", g))
+	if n, r := countAudit(entries, "policy.set", "ok"), countAudit(entries, "policy.refused", ""); n != 3 || r != 2 {
+		t.Errorf("audit: %d changes, %d refusals", n, r)
+	}
+}
