@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -182,18 +183,33 @@ func (e *BudgetError) Error() string {
 func today() string { return time.Now().UTC().Format(time.DateOnly) }
 
 // budgetHooks check the channel's tokens before each model call and count
-// them after.
+// them after. The first check of a turn reads the count; later ones use
+// the total the last count returned, as fresh as a read would be save for
+// other turns' calls in the meantime (a day's budget is checked before a
+// call, so one call past it is the most any turn adds), and a round trip
+// less for each model call after the first.
 func (d *Dispatcher) budgetHooks(key SessionKey, requester User, log *slog.Logger) (before func(context.Context) error, after func(context.Context, Usage, time.Duration, error)) {
 	ch := key.Channel()
 	limit := d.cfg.Budgets.ChannelTokensPerDay
+	type count struct {
+		day  string
+		used int64
+	}
+	var last atomic.Pointer[count] // the total the last count returned
 	before = func(ctx context.Context) error {
 		if limit <= 0 {
 			return nil
 		}
-		used, err := d.cfg.Store.Usage(ctx, ch, today())
-		if err != nil {
-			log.Warn("read channel usage; not enforcing the budget for this call", "err", err)
-			return nil
+		day := today()
+		var used int64
+		if c := last.Load(); c != nil && c.day == day {
+			used = c.used
+		} else {
+			var err error
+			if used, err = d.cfg.Store.Usage(ctx, ch, day); err != nil {
+				log.Warn("read channel usage; not enforcing the budget for this call", "err", err)
+				return nil
+			}
 		}
 		if used >= limit {
 			d.audit(ctx, AuditEntry{Action: AuditBudget, Platform: ch.Platform, Channel: ch.String(), User: auditUser(ch.Platform, requester.ID),
@@ -210,9 +226,14 @@ func (d *Dispatcher) budgetHooks(key SessionKey, requester User, log *slog.Logge
 		if n <= 0 {
 			return
 		}
-		if _, err := d.cfg.Store.AddUsage(context.WithoutCancel(ctx), ch, today(), n); err != nil {
+		day := today()
+		total, err := d.cfg.Store.AddUsage(context.WithoutCancel(ctx), ch, day, n)
+		if err != nil {
 			log.Warn("count channel usage", "err", err)
+			last.Store(nil) // read it again before the next call
+			return
 		}
+		last.Store(&count{day: day, used: total})
 	}
 	return before, after
 }
