@@ -2,7 +2,6 @@ package slack
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
@@ -12,51 +11,12 @@ import (
 // the bot's admin rights within it.
 const adminTTL = 5 * time.Minute
 
-// adminCache remembers who is a workspace admin.
-type adminCache struct {
-	mu  sync.Mutex
-	now func() time.Time // time.Now; tests move it
-	m   map[string]adminEntry
-}
+// nameTTL is how long a person's display name and team stand before
+// users.info is asked again.
+const nameTTL = 24 * time.Hour
 
-type adminEntry struct {
-	admin bool
-	at    time.Time
-}
-
-func (c *adminCache) clock() time.Time {
-	if c.now != nil {
-		return c.now()
-	}
-	return time.Now()
-}
-
-func (c *adminCache) get(user string) (admin, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[user]
-	if !ok || c.clock().Sub(e.at) >= adminTTL {
-		return false, false
-	}
-	return e.admin, true
-}
-
-func (c *adminCache) put(user string, admin bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.clock()
-	if c.m == nil {
-		c.m = map[string]adminEntry{}
-	}
-	if len(c.m) >= 4096 {
-		for id, e := range c.m {
-			if now.Sub(e.at) >= adminTTL {
-				delete(c.m, id)
-			}
-		}
-	}
-	c.m[user] = adminEntry{admin: admin, at: now}
-}
+// maxPeople bounds each per-person cache.
+const maxPeople = 10000
 
 // IsAdmin implements agent.AdminChecker: with Config.WorkspaceAdmins, the
 // workspace's admins and owners (users.info: is_admin, is_owner or

@@ -143,8 +143,8 @@ func (a *Adapter) clickOf(cb slack.InteractionCallback) (click, bool) {
 // interactionUser is the person who clicked or submitted.
 func (a *Adapter) interactionUser(cb slack.InteractionCallback) agent.User {
 	u := agent.User{ID: cb.User.ID, Name: cb.User.Name}
-	if v, ok := a.users.Load(u.ID); ok {
-		u.Name = v.(string)
+	if name, ok := a.users.get(u.ID); ok {
+		u.Name = name
 	}
 	if u.Name == "" {
 		u.Name = a.userName(u.ID)

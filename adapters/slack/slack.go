@@ -54,10 +54,10 @@ type Adapter struct {
 	render *adapters.Renderer
 	posts  *adapters.Buckets // chat.postMessage, per channel
 	edits  *adapters.Bucket  // chat.update, across the workspace
-	users  sync.Map          // user ID → display name, for attributing messages
+	users  *expiring[string] // user ID → display name, for attributing messages
 	lookup chan string       // user IDs to look up, for Run's resolver
-	admins adminCache        // users.info answers for IsAdmin
-	teams  sync.Map          // user ID → their own team ID, for slash commands
+	admins *expiring[bool]   // users.info answers for IsAdmin
+	teams  *expiring[string] // user ID → their own team ID, for slash commands
 	socket atomic.Bool       // the Socket Mode connection is up
 }
 
@@ -100,6 +100,9 @@ func New(ctx context.Context, cfg Config) (*Adapter, error) {
 		posts:  adapters.NewBuckets(time.Second, 3),
 		edits:  adapters.NewBucket(1200*time.Millisecond, 5),
 		lookup: make(chan string, 64),
+		users:  &expiring[string]{ttl: nameTTL, max: maxPeople},
+		admins: &expiring[bool]{ttl: adminTTL, max: maxPeople},
+		teams:  &expiring[string]{ttl: nameTTL, max: maxPeople},
 	}, nil
 }
 
@@ -398,8 +401,8 @@ func (a *Adapter) outsider(ctx context.Context, cmd slack.SlashCommand) bool {
 	if cmd.TeamID != "" && cmd.TeamID != home {
 		return true
 	}
-	if v, ok := a.teams.Load(cmd.UserID); ok {
-		return v.(string) != home
+	if team, ok := a.teams.get(cmd.UserID); ok {
+		return team != home
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -409,7 +412,7 @@ func (a *Adapter) outsider(ctx context.Context, cmd slack.SlashCommand) bool {
 		return false // the same as a message's author, whose event names no other team
 	}
 	team := orDefault(u.TeamID, home)
-	a.teams.Store(cmd.UserID, team)
+	a.teams.put(cmd.UserID, team)
 	return team != home
 }
 
@@ -530,8 +533,8 @@ func respond(w http.ResponseWriter, r *http.Request, reply any, then func(contex
 // filled in the background: Submit must not wait for users.info. Until the
 // name is known the user ID stands in.
 func (a *Adapter) userName(id string) string {
-	if v, ok := a.users.Load(id); ok {
-		return v.(string)
+	if name, ok := a.users.get(id); ok {
+		return name
 	}
 	select {
 	case a.lookup <- id:
@@ -547,7 +550,7 @@ func (a *Adapter) resolveNames(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case id := <-a.lookup:
-			if _, ok := a.users.Load(id); ok {
+			if _, ok := a.users.get(id); ok {
 				continue
 			}
 			u, err := a.api.GetUserInfoContext(ctx, id)
@@ -562,7 +565,7 @@ func (a *Adapter) resolveNames(ctx context.Context) {
 			if name == "" {
 				name = u.Name
 			}
-			a.users.Store(id, name)
+			a.users.put(id, name)
 		}
 	}
 }
