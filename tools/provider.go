@@ -26,6 +26,22 @@ type UnavailableProvider interface {
 	Unavailable() map[string]string
 }
 
+// StartingProvider is a Provider whose first tools come a while after
+// firstmate starts: an MCP server lists its tools once it has started. A
+// turn that began in that window would be offered none of them, so
+// [Set.Current] (what a turn reads at its start) first waits for Starting.
+// The provider bounds that wait: it closes the channel once its first
+// tools are known, or once it gave up waiting for them (a few seconds), and
+// returns nil from then on, so that a set costs nothing more once its
+// providers have started.
+type StartingProvider interface {
+	Provider
+	// Starting returns a channel closed once the provider's first tools
+	// are known or it stopped waiting for them; nil when nothing is to be
+	// waited for (any more).
+	Starting() <-chan struct{}
+}
+
 // WithProvider adds p's tools to the set. The set offers them as they are
 // at each [Set.Current]: a new *Set each time they changed, the same one
 // otherwise, so that what a model sees stays byte-for-byte stable (and
@@ -61,8 +77,25 @@ func (v *liveView) stale() bool {
 	return false
 }
 
-// current returns the set with the providers' tools as they are now.
+// current returns the set with the providers' tools as they are now,
+// once the providers that are still starting have listed their first
+// tools (or given up waiting for them): what [Set.Current] returns, which
+// a turn reads at its start.
 func (l *live) current() *Set {
+	for _, p := range l.base.providers {
+		if sp, ok := p.(StartingProvider); ok {
+			if c := sp.Starting(); c != nil {
+				<-c // bounded by the provider
+			}
+		}
+	}
+	return l.now()
+}
+
+// now returns the set with the providers' tools as they are now, without
+// waiting for any: what the set's own methods (Tools, Names, Known…)
+// show, which firstmate reads at start, before any server could answer.
+func (l *live) now() *Set {
 	if v := l.cur.Load(); v != nil && !v.stale() {
 		return v.set
 	}
@@ -123,7 +156,7 @@ func (l *live) build() *liveView {
 // built with providers, the set with their tools as they are now.
 func (s *Set) view() *Set {
 	if s.live != nil && s.live.base == s {
-		return s.live.current()
+		return s.live.now()
 	}
 	return s
 }

@@ -161,7 +161,7 @@ func serve(ctx context.Context, a *app, ln net.Listener, adapters []adapter, m *
 	var stopping atomic.Bool // /readyz says 503 from the first moment of shutdown
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthz(a.store))
-	mux.Handle("GET /readyz", readyz(a.store, adapters, &stopping))
+	mux.Handle("GET /readyz", readyz(a.store, adapters, &stopping, a.tools.mcp))
 	mux.Handle("GET /metrics", m.handler(a.log))
 	for _, ad := range adapters {
 		platforms[ad.Name()] = ad
@@ -249,20 +249,26 @@ func storeAnswers(ctx context.Context, st agent.Store) error {
 type readier interface{ Ready() error }
 
 // readyz answers 200 while this process can take work: it is not shutting
-// down, every adapter is connected and the store answers; 503 with the
-// first reason otherwise.
-func readyz(st agent.Store, adapters []adapter, stopping *atomic.Bool) http.Handler {
+// down, every adapter is connected, what else must be ready is (the MCP
+// servers' first tool listings, which turns wait for) and the store
+// answers; 503 with the first reason otherwise.
+func readyz(st agent.Store, adapters []adapter, stopping *atomic.Bool, more ...readier) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if stopping.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
+		checks := make([]readier, 0, len(adapters)+len(more))
 		for _, ad := range adapters {
 			if rd, ok := ad.(readier); ok {
-				if err := rd.Ready(); err != nil {
-					http.Error(w, err.Error(), http.StatusServiceUnavailable)
-					return
-				}
+				checks = append(checks, rd)
+			}
+		}
+		checks = append(checks, more...)
+		for _, rd := range checks {
+			if err := rd.Ready(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
 			}
 		}
 		if err := storeAnswers(r.Context(), st); err != nil {

@@ -18,6 +18,9 @@
 //	add_tool {name}       adds a tool of that name (an echo): the list changes
 //	bad_schema {}         a tool whose input schema is not valid
 //	readFile, Get.Page, get_page   names to sanitize (the last two collide)
+//
+// [Options.ListDelay] makes it slow to list its tools, as a server that
+// takes a while to start is.
 package fakemcp
 
 import (
@@ -37,6 +40,10 @@ type Options struct {
 	// Crash ends the server in the middle of the crash tool's call; the
 	// default exits the process with code 3.
 	Crash func()
+	// ListDelay delays every answer to tools/list by that long (or until
+	// the request is cancelled): a server slow to start, or, made long,
+	// one that never lists its tools.
+	ListDelay time.Duration
 }
 
 // PNG is the image the image tool returns: one transparent pixel.
@@ -82,6 +89,9 @@ func New(opts Options) *mcp.Server {
 		opts.Crash = func() { os.Exit(3) }
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "fakemcp", Version: "1"}, nil)
+	if opts.ListDelay > 0 {
+		s.AddReceivingMiddleware(delayList(opts.ListDelay))
+	}
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo the text back."},
 		func(_ context.Context, _ *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
 			return text(a.Text), nil, nil
@@ -167,6 +177,24 @@ func New(opts Options) *mcp.Server {
 			})
 	}
 	return s
+}
+
+// delayList delays the answers to tools/list by d.
+func delayList(d time.Duration) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				t := time.NewTimer(d)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // ServeStdio serves a new server on stdin and stdout until stdin ends or

@@ -11,15 +11,26 @@
 // restarted with backoff; its tools stay offered and, while it is down or
 // slow, fail with a result that says so, never holding a turn longer than
 // the call's timeout.
+//
+// Until a server has listed its tools, they are not offered. So that a
+// turn that starts right after boot still sees them, the hub is a
+// [tools.StartingProvider]: a turn's set waits until every server has
+// listed its tools, or failed to start once, for at most
+// [Config.StartWait] from when they could start; after that nothing waits
+// for them again (a server that failed offers no tools until one of its
+// restarts lists them). /readyz says the same through [Hub.Ready].
 package mcp
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/firstmate/firstmate/tools"
@@ -29,6 +40,12 @@ import (
 // DefaultTimeout bounds one tool call when the server's configuration does
 // not say.
 const DefaultTimeout = 60 * time.Second
+
+// DefaultStartWait is how long turns wait for servers that have not
+// listed their tools yet, when the configuration does not say: a
+// few seconds, which a server that starts well needs (a process in the
+// sandbox, or an HTTP session, and one tools/list).
+const DefaultStartWait = 5 * time.Second
 
 // Workspace says where a stdio server's process runs.
 type Workspace string
@@ -90,10 +107,16 @@ type Config struct {
 	// (the header values are added to them).
 	Secrets []string
 	Logger  *slog.Logger
+	// StartWait is how long a turn waits, at most, for the servers that
+	// have not listed their tools yet, counted from Start, or for stdio
+	// servers from the end of the sandbox probe (see [Hub.Starting]); 0
+	// is DefaultStartWait.
+	StartWait time.Duration
 }
 
 // Hub runs the configured servers and offers their tools. It is a
-// [tools.Provider] (and a [tools.UnavailableProvider]).
+// [tools.Provider] (a [tools.UnavailableProvider] and a
+// [tools.StartingProvider]).
 type Hub struct {
 	cfg     Config
 	log     *slog.Logger
@@ -106,6 +129,12 @@ type Hub struct {
 	unavailable map[string]string
 	changed     chan struct{}
 
+	// started is set by Start; settled is closed once every server has
+	// ended its first start (listed its tools, or failed), or StartWait
+	// has passed (see settle), or the hub is closed.
+	started atomic.Bool
+	settled chan struct{}
+
 	// ctx is the servers' lifetime: made by Start, cancelled by Close,
 	// which waits for every goroutine (wg) to end.
 	ctx    context.Context
@@ -113,13 +142,19 @@ type Hub struct {
 	wg     sync.WaitGroup
 }
 
+var _ tools.StartingProvider = (*Hub)(nil)
+var _ tools.UnavailableProvider = (*Hub)(nil)
+
 // New returns a hub for cfg's servers; Start starts them.
 func New(cfg Config) *Hub {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: cfg, log: log, changed: make(chan struct{}), unavailable: map[string]string{}}
+	if cfg.StartWait <= 0 {
+		cfg.StartWait = DefaultStartWait
+	}
+	h := &Hub{cfg: cfg, log: log, changed: make(chan struct{}), unavailable: map[string]string{}, settled: make(chan struct{})}
 	secrets := slices.Clone(cfg.Secrets)
 	for _, s := range cfg.Servers {
 		for _, v := range s.Headers {
@@ -153,10 +188,88 @@ func (h *Hub) Start(ctx context.Context) {
 		return
 	}
 	h.ctx, h.cancel = context.WithCancel(ctx)
+	hctx := h.ctx
+	h.wg.Go(func() { h.settle(hctx) })
+	h.started.Store(true)
 	h.mu.Unlock()
 	for _, s := range h.servers {
 		s.start()
 	}
+}
+
+// settle closes settled once every server's first start has ended, or
+// StartWait has passed since they could start, or ctx ends. Stdio servers
+// start once the host's sandbox probe has ended (tens of milliseconds,
+// more on a busy host), so with one configured the wait counts from then.
+func (h *Hub) settle(ctx context.Context) {
+	defer close(h.settled)
+	if h.cfg.Sandbox != nil && slices.ContainsFunc(h.servers, func(s *server) bool { return s.cfg.Stdio() }) {
+		_, _ = h.cfg.Sandbox(ctx) // how it ended is each server's to say
+	}
+	t := time.NewTimer(h.cfg.StartWait)
+	defer t.Stop()
+	for _, s := range h.servers {
+		select {
+		case <-s.tried:
+		case <-t.C:
+			h.log.Warn("MCP servers have not listed their tools yet; turns no longer wait for them",
+				"servers", strings.Join(h.starting(), ", "), "waited", h.cfg.StartWait)
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// starting names the servers whose first start has not ended.
+func (h *Hub) starting() []string {
+	var names []string
+	for _, s := range h.servers {
+		select {
+		case <-s.tried:
+		default:
+			names = append(names, s.cfg.Name)
+		}
+	}
+	return names
+}
+
+// Starting implements [tools.StartingProvider]: until every server has
+// listed its tools or failed to start once (for at most StartWait after
+// they could start), a channel closed when that is over; nil after, and
+// before Start.
+func (h *Hub) Starting() <-chan struct{} {
+	if h == nil || !h.started.Load() {
+		return nil
+	}
+	select {
+	case <-h.settled:
+		return nil
+	default:
+		return h.settled
+	}
+}
+
+// Ready reports, for /readyz, whether the servers' first listings have
+// settled (see Starting); if not, which servers are still starting. A
+// nil Hub is ready.
+func (h *Hub) Ready() error {
+	if h == nil {
+		return nil
+	}
+	if !h.started.Load() {
+		return errors.New("the MCP servers have not been started")
+	}
+	select {
+	case <-h.settled:
+		return nil
+	default:
+	}
+	names := h.starting()
+	if len(names) == 0 {
+		return nil // settle is about to say so
+	}
+	return fmt.Errorf("MCP servers still listing their tools: %s", strings.Join(names, ", "))
 }
 
 // Close stops every server and waits for them.
