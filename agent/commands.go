@@ -337,7 +337,7 @@ func (d *Dispatcher) status(ctx context.Context, key SessionKey) (string, error)
 		fmt.Fprintf(&b, "\nModel: %s.", d.cfg.ModelName)
 	}
 	if d.cfg.Tools != nil {
-		fmt.Fprintf(&b, "\nTools: %s.", strings.Join(d.cfg.Tools.Current().Names(), ", "))
+		fmt.Fprintf(&b, "\nTools: %s.", strings.Join(d.cfg.Tools.Now().Names(), ", "))
 	}
 	return b.String(), nil
 }

@@ -287,7 +287,7 @@ func (d *Dispatcher) knownTools() []string {
 	if d.cfg.Tools == nil {
 		return nil
 	}
-	return d.cfg.Tools.Current().Known()
+	return d.cfg.Tools.Now().Known() // in Submit: never waits for MCP servers still starting
 }
 
 // Policy implements [Submitter].

@@ -73,19 +73,30 @@ func WithPending(p *Pending, names ...string) SetOption {
 // Current returns the set to offer now: s, or, once the check s depends on
 // has ended, the set that replaced it; for a set built [WithProvider], the
 // set with the providers' tools as they are now (the same *Set until they
-// change). A turn reads it once, at its start, so the tools the model sees
-// do not change within a turn.
-func (s *Set) Current() *Set {
+// change), after waiting for the providers still listing their first
+// tools (bounded by each: see [StartingProvider]). A turn reads it once,
+// at its start, so the tools the model sees do not change within a turn.
+func (s *Set) Current() *Set { return s.current(true) }
+
+// Now is [Set.Current] without the wait for providers still starting: what
+// a command shows or checks, which must answer at once.
+func (s *Set) Now() *Set { return s.current(false) }
+
+func (s *Set) current(wait bool) *Set {
 	if s == nil {
 		return s
 	}
 	if s.pending != nil {
 		if final := s.pending.settled(); final != nil {
-			return final.Current()
+			return final.current(wait)
 		}
 	}
-	if s.live != nil {
+	switch {
+	case s.live == nil:
+		return s
+	case wait:
 		return s.live.current()
+	default:
+		return s.live.now()
 	}
-	return s
 }
