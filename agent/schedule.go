@@ -112,7 +112,8 @@ type ScheduleConfig struct {
 	// MaxWait is the longest wait, and the longest a job wait waits;
 	// default 24h.
 	MaxWait time.Duration
-	// JobPoll is how often a job wait looks at its job; default 5s.
+	// JobPoll is how often a job wait looks at its job; default 2s (the
+	// beat of a running job).
 	JobPoll time.Duration
 	// Every is how often each replica looks for due schedules; default 1s.
 	Every time.Duration
@@ -123,7 +124,7 @@ type ScheduleConfig struct {
 
 // DefaultSchedules are the bounds of ScheduleConfig's zero fields.
 var DefaultSchedules = ScheduleConfig{PerChannel: 20, MinInterval: 5 * time.Minute, Location: time.UTC,
-	MaxAhead: 366 * 24 * time.Hour, MaxWait: 24 * time.Hour, JobPoll: 5 * time.Second, Every: time.Second}
+	MaxAhead: 366 * 24 * time.Hour, MaxWait: 24 * time.Hour, JobPoll: 2 * time.Second, Every: time.Second}
 
 func (c ScheduleConfig) withDefaults() ScheduleConfig {
 	d := DefaultSchedules
