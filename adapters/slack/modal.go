@@ -60,7 +60,7 @@ func toolsModal(key agent.SessionKey, v agent.PolicyView) slack.ModalViewRequest
 		CallbackID: toolsCallbackID, PrivateMetadata: string(meta),
 	}
 	if !v.Editable {
-		m.Blocks.BlockSet = sectionBlocks(escapeText(adapters.PolicyText(v)))
+		m.Blocks.BlockSet = sectionBlocks(escapeMrkdwn(adapters.PolicyText(v)))
 		return m
 	}
 	m.Submit, m.Close = plain("Save"), plain("Cancel")
@@ -79,7 +79,7 @@ func toolsModal(key agent.SessionKey, v agent.PolicyView) slack.ModalViewRequest
 	}
 	if left > 0 {
 		blocks = append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType,
-			escapeText(plural(left, "more group, tool or skill does", "more groups, tools or skills do")+" not fit here; set them with /firstmate tools NAME=MODE (skill:NAME for a skill)."), false, false)))
+			escapeMrkdwn(plural(left, "more group, tool or skill does", "more groups, tools or skills do")+" not fit here; set them with /firstmate tools NAME=MODE (skill:NAME for a skill)."), false, false)))
 	}
 	m.Blocks.BlockSet = blocks
 	return m
@@ -126,7 +126,7 @@ func fmtIntro(v agent.PolicyView) string {
 	}
 	return "*allow*: I use the tool freely. *ask*: I ask the person who started the turn, or an admin, first. *deny*: never.\n" +
 		"A tool or a skill _as its group_ follows its group's mode (a skill: the skills group; an MCP server's tool: its server, mcp:NAME); " +
-		"the default is *" + escapeText(string(v.Default.Mode)) + "* (set in " + where + ")."
+		"the default is *" + escapeMrkdwn(string(v.Default.Mode)) + "* (set in " + where + ")."
 }
 
 // isGroup reports whether g is a group rules can name: the built-in
@@ -328,7 +328,7 @@ func ruleOf(blockID, value string) (string, agent.ToolMode, bool) {
 // tell shows text to one person in a channel (in a thread when threadTS
 // is set), in an ephemeral message.
 func (a *Adapter) tell(ctx context.Context, channel, user, threadTS, text string) {
-	opts := []slack.MsgOption{slack.MsgOptionText(escapeText(text), false)}
+	opts := []slack.MsgOption{slack.MsgOptionText(escapeMrkdwn(text), false)}
 	if threadTS != "" {
 		opts = append(opts, slack.MsgOptionTS(threadTS))
 	}

@@ -122,7 +122,7 @@ func (s *surface) Format(t adapters.Text) []adapters.Part {
 func (s *surface) format(t adapters.Text) []adapters.Part {
 	if !t.Markdown {
 		var parts []adapters.Part
-		for _, p := range adapters.Split(escapeText(t.Body), markdownLimit, adapters.Runes) {
+		for _, p := range adapters.Split(escapeMrkdwn(t.Body), markdownLimit, adapters.Runes) {
 			parts = append(parts, adapters.Part{Text: p, Fallback: p})
 		}
 		return parts
@@ -410,10 +410,6 @@ func wrapError(err error) error {
 	}
 	return err
 }
-
-// escapeText makes our own plain text safe for mrkdwn: Slack reads <…> as
-// links and mentions and & as an entity.
-func escapeText(s string) string { return escapeMrkdwn(s) }
 
 func truncateRunes(s string, n int) string {
 	i := 0
