@@ -613,9 +613,11 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	}
 	var pol *Policy
 	if err == nil {
-		// Read at every turn: an admin's change applies from the next one,
-		// on every replica.
-		if pol, err = d.policy(turnCtx, key); err != nil && turnCtx.Err() != nil {
+		// Read at every turn (with the claim, where the store can): an
+		// admin's change applies from the next one, on every replica.
+		if claim.Settings != nil {
+			pol = NewPolicy(key, d.cfg.Policy, *claim.Settings)
+		} else if pol, err = d.policy(turnCtx, key); err != nil && turnCtx.Err() != nil {
 			err = context.Cause(turnCtx) // stopped before it began
 		} else if err != nil {
 			// Without its policy the turn cannot run safely, and failing it

@@ -126,6 +126,10 @@ type Claim struct {
 	Mailbox []Inbound // pending messages, in the platform's order
 	History []Message
 	Outbox  []Outbound // answers committed but not yet shown, oldest first
+	// Settings are the channel's settings as they were at the claim (zero
+	// if none are stored), read with it to spare the turn a round trip;
+	// nil from a store that does not read them, and the turn reads them.
+	Settings *ChannelSettings
 }
 
 // Outbound is a turn's answer (or its failure message), committed with the

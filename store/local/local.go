@@ -258,11 +258,15 @@ func (s *Store) Claim(ctx context.Context, key agent.SessionKey, owner string, t
 	}
 	c := &agent.Claim{}
 	err := s.db.View(func(tx *bbolt.Tx) error {
+		cs, err := getSettings(tx, key.Channel())
+		if err != nil {
+			return err
+		}
+		c.Settings = &cs
 		sb := readSession(tx, key, now)
 		if sb == nil {
 			return nil
 		}
-		var err error
 		if c.Mailbox, err = readMailbox(sb); err != nil {
 			return err
 		}

@@ -322,14 +322,15 @@ func (s *Store) Claim(ctx context.Context, key agent.SessionKey, owner string, t
 	if err := agent.ValidateLease(key, owner, ttl); err != nil {
 		return nil, err
 	}
-	res, err := claimScript.Run(ctx, s.client, s.sessionKeys(key), owner, ms(ttl)).Slice()
+	keys := append(s.sessionKeys(key), s.key(settings, key.Channel(), ""))
+	res, err := claimScript.Run(ctx, s.client, keys, owner, ms(ttl)).Slice()
 	if errors.Is(err, goredis.Nil) {
 		return nil, agent.ErrLeaseHeld
 	}
 	if err != nil {
 		return nil, fmt.Errorf("redis claim: %w", err)
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return nil, fmt.Errorf("redis claim: script returned %d values", len(res))
 	}
 	c := &agent.Claim{}
@@ -342,6 +343,13 @@ func (s *Store) Claim(ctx context.Context, key agent.SessionKey, owner string, t
 	if c.Outbox, err = decodeOutbox(res[2]); err != nil {
 		return nil, fmt.Errorf("redis claim: %w", err)
 	}
+	cs := agent.ChannelSettings{}
+	if data, ok := res[3].(string); ok {
+		if cs, err = storegov.DecodeSettings([]byte(data)); err != nil {
+			return nil, fmt.Errorf("redis claim: settings: %w", err)
+		}
+	}
+	c.Settings = &cs
 	return c, nil
 }
 

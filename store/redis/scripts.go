@@ -109,8 +109,9 @@ end
 // entries it hands out, and reads the session. An owner also takes the
 // lease from an earlier boot of its own replica.
 //
-// ARGV: owner, ttl. Returns false (nil) if another owner holds the lease,
-// else {mailbox, history, outbox}.
+// KEYS: the session's (sessionKeys), then the channel's settings. ARGV:
+// owner, ttl. Returns false (nil) if another owner holds the lease, else
+// {mailbox, history, outbox, settings JSON or false}.
 var claimScript = goredis.NewScript(ownerBoot + `
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] and not earlier(holder, ARGV[1]) then
@@ -123,7 +124,7 @@ if #mbox > 0 then
 else
 	redis.call('DEL', KEYS[5])
 end
-return {mbox, redis.call('LRANGE', KEYS[3], 0, -1), redis.call('LRANGE', KEYS[4], 0, -1)}
+return {mbox, redis.call('LRANGE', KEYS[3], 0, -1), redis.call('LRANGE', KEYS[4], 0, -1), redis.call('HGET', KEYS[7], 'json')}
 `)
 
 // renewScript extends the lease, and the claimed count with it, if owner

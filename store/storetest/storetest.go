@@ -894,6 +894,14 @@ func (s suite) testSettings(t *testing.T) {
 		if !sameSettings(got, want) {
 			t.Fatalf("Settings(%v) = %+v, want %+v", key, got, want)
 		}
+		// A claim reads them too (the stores here do), for the turn.
+		c, err := st.Claim(ctx, key, "reader", minute)
+		if err != nil {
+			t.Fatalf("Claim(%v): %v", key, err)
+		}
+		if c.Settings == nil || !sameSettings(*c.Settings, want) {
+			t.Fatalf("Claim(%v).Settings = %+v, want %+v", key, c.Settings, want)
+		}
 	}
 	set := func(key agent.SessionKey, in, want agent.ChannelSettings) {
 		t.Helper()
