@@ -10,10 +10,11 @@ import (
 	"github.com/firstmate/firstmate/agent"
 )
 
-// usageReads counts the store's reads of a channel's token count.
+// usageReads counts the store's reads of a channel's token count and its
+// adds to it (a commit's are not among them).
 type usageReads struct {
 	agent.Store
-	reads atomic.Int32
+	reads, adds atomic.Int32
 }
 
 func (s *usageReads) Usage(ctx context.Context, ch agent.SessionKey, day string) (int64, error) {
@@ -21,9 +22,15 @@ func (s *usageReads) Usage(ctx context.Context, ch agent.SessionKey, day string)
 	return s.Store.Usage(ctx, ch, day)
 }
 
+func (s *usageReads) AddUsage(ctx context.Context, ch agent.SessionKey, day string, n int64) (int64, error) {
+	s.adds.Add(1)
+	return s.Store.AddUsage(ctx, ch, day, n)
+}
+
 // A turn reads the channel's count once; before each later model call it
-// uses the total its last count returned, and the budget still stops the
-// call that would go past it.
+// adds what the last call spent and uses the total the add returned, and
+// the budget still stops the call that would go past it. The last call's
+// tokens go with the commit.
 func TestBudgetReadOnceATurn(t *testing.T) {
 	var calls atomic.Int32
 	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
@@ -45,8 +52,8 @@ func TestBudgetReadOnceATurn(t *testing.T) {
 	if answers, failures, _ := h.p.final(ch); len(answers) != 1 || len(failures) != 0 {
 		t.Fatalf("answers %q failures %q", answers, failures)
 	}
-	if n, r := calls.Load(), st.reads.Load(); n != 3 || r != 1 {
-		t.Fatalf("%d model calls, %d reads of the count; want 3 and 1", n, r)
+	if n, r, a := calls.Load(), st.reads.Load(), st.adds.Load(); n != 3 || r != 1 || a != 2 {
+		t.Fatalf("%d model calls, %d reads of the count, %d adds; want 3, 1 and 2", n, r, a)
 	}
 	if used, _ := st.Usage(t.Context(), ch, today()); used != 150 {
 		t.Errorf("counted %d tokens, want 150", used)
@@ -69,6 +76,27 @@ func TestBudgetReadOnceATurn(t *testing.T) {
 	}
 	if n, r := calls.Load(), st.reads.Load(); n != 2 || r != 1 {
 		t.Fatalf("%d model calls, %d reads of the count; want 2 and 1", n, r)
+	}
+	if used, _ := st.Usage(t.Context(), ch, today()); used != 250 {
+		t.Errorf("counted %d tokens after the stopped turn, want 250", used)
+	}
+
+	// With no budget there is nothing to check: the turn's tokens are all
+	// counted by its commit, with no round trip of their own.
+	st.reads.Store(0)
+	st.adds.Store(0)
+	calls.Store(0)
+	cfg3 := cfg
+	cfg3.Budgets.ChannelTokensPerDay = 0
+	h.stop()
+	h = startHarness(t, st, cfg3)
+	h.submit(t, agent.Inbound{Key: ch, MessageID: "m3", User: agent.User{ID: "U9"}, Text: "and again", Addressed: true})
+	h.idle(t, ch)
+	if n, r, a := calls.Load(), st.reads.Load(), st.adds.Load(); n != 3 || r != 0 || a != 0 {
+		t.Fatalf("%d model calls, %d reads of the count, %d adds; want 3, 0 and 0", n, r, a)
+	}
+	if used, _ := st.Usage(t.Context(), ch, today()); used != 400 {
+		t.Errorf("counted %d tokens, want 400", used)
 	}
 }
 

@@ -632,12 +632,12 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 			return turnNotSaved
 		}
 	}
+	bud := d.newBudget(key, trigger.User, log)
 	if err == nil {
 		history := TrimHistory(RepairHistory(claim.History), d.cfg.ContextTokens)
-		before, after := d.budgetHooks(key, trigger.User, log)
 		out, err = d.cfg.Loop.Run(turnCtx, &Turn{Key: key, User: trigger.User, History: history, Input: input, Tools: d.cfg.Tools, Mode: pol.Mode,
 			Workspace: ws, Thread: th, Approve: d.approver(key, th, trigger.User, log),
-			BeforeModel: before, AfterModel: after, ToolDone: d.toolAudit(key, trigger.User)})
+			BeforeModel: bud.before, AfterModel: bud.after, ToolDone: d.toolAudit(key, trigger.User)})
 	} else {
 		out = &Outcome{Messages: []Message{input}}
 	}
@@ -651,6 +651,7 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	}
 	if errors.Is(context.Cause(turnCtx), ErrLeaseLost) {
 		log.Warn("lease lost mid-turn; another worker takes the session over")
+		bud.flush(context.WithoutCancel(ctx), Spent{})
 		done(OutcomeLeaseLost)
 		return turnLeaseLost
 	}
@@ -658,6 +659,7 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 		// Handed back, not answered: the messages stay in the mailbox and
 		// the turn is done again by another replica or after the restart.
 		log.Info("shutting down mid-turn; handing the session back", "steps", out.Steps, "tools", out.ToolCalls, "took", took)
+		bud.flush(context.WithoutCancel(ctx), Spent{})
 		// Say so where the progress stopped, so that nobody wonders or
 		// sends it again; the answer comes from the next holder.
 		nctx, ncancel := context.WithTimeout(context.WithoutCancel(ctx), handOverNote)
@@ -671,7 +673,7 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	// show, so the history stays whole, the mailbox entries are not
 	// answered twice, and the answer survives a crash before it is shown.
 	bg := context.WithoutCancel(ctx)
-	ob := &Outbound{ID: turnID, Trigger: trigger, Steps: out.Steps, Tools: out.ToolCalls, Took: took}
+	ob := &Outbound{ID: turnID, Trigger: trigger, Steps: out.Steps, Tools: out.ToolCalls, Took: took, Spent: bud.spent()}
 	if err != nil {
 		ob.Failure = d.userMessage(err)
 		log.Warn("turn failed", "err", err, "steps", out.Steps, "tools", out.ToolCalls, "took", took)
@@ -683,6 +685,10 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	}
 	until := time.Unix(0, renewed.Load()).Add(d.cfg.LeaseTTL)
 	commitErr := d.commit(bg, key, len(claim.Mailbox), out.Messages, ob, until, log)
+	if commitErr != nil {
+		// The tokens were spent all the same.
+		bud.flush(bg, ob.Spent)
+	}
 	if errors.Is(commitErr, ErrLeaseLost) {
 		log.Warn("lease lost before commit; another worker takes the session over")
 		done(OutcomeLeaseLost)

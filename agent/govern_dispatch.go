@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
@@ -182,60 +182,111 @@ func (e *BudgetError) Error() string {
 
 func today() string { return time.Now().UTC().Format(time.DateOnly) }
 
-// budgetHooks check the channel's tokens before each model call and count
-// them after. The first check of a turn reads the count; later ones use
-// the total the last count returned, as fresh as a read would be save for
-// other turns' calls in the meantime (a day's budget is checked before a
-// call, so one call past it is the most any turn adds), and a round trip
-// less for each model call after the first.
-func (d *Dispatcher) budgetHooks(key SessionKey, requester User, log *slog.Logger) (before func(context.Context) error, after func(context.Context, Usage, time.Duration, error)) {
-	ch := key.Channel()
-	limit := d.cfg.Budgets.ChannelTokensPerDay
-	type count struct {
-		day  string
-		used int64
+// budget checks the channel's tokens before each model call of a turn and
+// counts them. A call's tokens are added to the count just before the next
+// call, whose check gets the new total from the add; the last call's go
+// with the turn's commit (Outbound.Spent). So the count is read once a
+// turn, at its first check, and there is one round trip for each call
+// after the first, none for the first. The total is as fresh as a read
+// would be save for other turns' calls in the meantime (a day's budget is
+// checked before a call, so one call past it is the most any turn adds).
+type budget struct {
+	d         *Dispatcher
+	ch        SessionKey
+	requester User
+	log       *slog.Logger
+
+	mu      sync.Mutex
+	day     string // the day of used; "" when it must be read
+	used    int64
+	pending Spent // counted by no store yet
+}
+
+func (d *Dispatcher) newBudget(key SessionKey, requester User, log *slog.Logger) *budget {
+	return &budget{d: d, ch: key.Channel(), requester: requester, log: log}
+}
+
+// before adds what the last call spent and checks the budget.
+func (b *budget) before(ctx context.Context) error {
+	limit := b.d.cfg.Budgets.ChannelTokensPerDay
+	if limit <= 0 {
+		return nil // nothing to check: the commit counts it all
 	}
-	var last atomic.Pointer[count] // the total the last count returned
-	before = func(ctx context.Context) error {
-		if limit <= 0 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.flushLocked(ctx)
+	if day := today(); b.day != day {
+		used, err := b.d.cfg.Store.Usage(ctx, b.ch, day)
+		if err != nil {
+			b.log.Warn("read channel usage; not enforcing the budget for this call", "err", err)
 			return nil
 		}
-		day := today()
-		var used int64
-		if c := last.Load(); c != nil && c.day == day {
-			used = c.used
-		} else {
-			var err error
-			if used, err = d.cfg.Store.Usage(ctx, ch, day); err != nil {
-				log.Warn("read channel usage; not enforcing the budget for this call", "err", err)
-				return nil
-			}
-		}
-		if used >= limit {
-			d.audit(ctx, AuditEntry{Action: AuditBudget, Platform: ch.Platform, Channel: ch.String(), User: auditUser(ch.Platform, requester.ID),
-				Outcome: "tokens", Detail: fmt.Sprintf("%d of %d tokens today", used, limit)})
-			return &BudgetError{Used: used, Limit: limit}
-		}
-		return nil
+		b.day, b.used = day, used
 	}
-	after = func(ctx context.Context, u Usage, took time.Duration, err error) {
-		if d.cfg.Observer != nil {
-			d.cfg.Observer.ModelCall(took, u, err)
-		}
-		n := int64(u.PromptTokens + u.CompletionTokens)
-		if n <= 0 {
-			return
-		}
-		day := today()
-		total, err := d.cfg.Store.AddUsage(context.WithoutCancel(ctx), ch, day, n)
-		if err != nil {
-			log.Warn("count channel usage", "err", err)
-			last.Store(nil) // read it again before the next call
-			return
-		}
-		last.Store(&count{day: day, used: total})
+	if b.used >= limit {
+		b.d.audit(ctx, AuditEntry{Action: AuditBudget, Platform: b.ch.Platform, Channel: b.ch.String(), User: auditUser(b.ch.Platform, b.requester.ID),
+			Outcome: "tokens", Detail: fmt.Sprintf("%d of %d tokens today", b.used, limit)})
+		return &BudgetError{Used: b.used, Limit: limit}
 	}
-	return before, after
+	return nil
+}
+
+// after keeps what a call spent for the next check or the commit.
+func (b *budget) after(ctx context.Context, u Usage, took time.Duration, err error) {
+	if b.d.cfg.Observer != nil {
+		b.d.cfg.Observer.ModelCall(took, u, err)
+	}
+	n := int64(u.PromptTokens + u.CompletionTokens)
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if day := today(); b.pending.Day != day {
+		b.flushLocked(ctx) // the day turned: the old day's tokens are its own
+		b.pending.Day = day
+	}
+	b.pending.Tokens += n
+}
+
+// spent hands over what no store counts yet, for the commit.
+func (b *budget) spent() Spent {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.pending
+	b.pending = Spent{}
+	return s
+}
+
+// flush counts what is pending now, and unspent (what spent handed to a
+// commit that failed): for a turn that ends without a commit.
+func (b *budget) flush(ctx context.Context, unspent Spent) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if unspent.Tokens > 0 {
+		if b.pending.Tokens > 0 && b.pending.Day != unspent.Day {
+			b.flushLocked(ctx)
+		}
+		b.pending.Day = unspent.Day
+		b.pending.Tokens += unspent.Tokens
+	}
+	b.flushLocked(ctx)
+}
+
+func (b *budget) flushLocked(ctx context.Context) {
+	p := b.pending
+	if p.Tokens <= 0 {
+		return
+	}
+	total, err := b.d.cfg.Store.AddUsage(context.WithoutCancel(ctx), b.ch, p.Day, p.Tokens)
+	if err != nil {
+		// Kept for the next add or the commit; the count is read again.
+		b.log.Warn("count channel usage", "err", err)
+		b.day = ""
+		return
+	}
+	b.pending = Spent{}
+	b.day, b.used = p.Day, total
 }
 
 // toolAudit writes each tool call to the audit log.

@@ -146,6 +146,16 @@ type Outbound struct {
 	Steps   int           `json:"steps,omitempty"`
 	Tools   int           `json:"tools,omitempty"`
 	Took    time.Duration `json:"took,omitempty"`
+	// Spent is what the turn's last model calls used that its channel's
+	// count does not hold yet: the commit adds it (once, however often it
+	// is sent), which spares the turn a round trip. Not kept in the outbox.
+	Spent Spent `json:"-"`
+}
+
+// Spent is a number of tokens to add to a channel's count for a day.
+type Spent struct {
+	Day    string // "2006-01-02", UTC
+	Tokens int64
 }
 
 // Owner names a lease holder: a replica's stable name (its host or pod,

@@ -296,15 +296,20 @@ func (s *Store) AddUsage(ctx context.Context, channel agent.SessionKey, day stri
 	if err := storegov.CheckUsage(channel, day, tokens); err != nil {
 		return 0, err
 	}
-	now := time.Now()
-	k := usageKey(channel, day)
 	err = s.update(ctx, "add usage", func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bucketUsage)
-		total = readUsage(b.Get(k), now) + tokens
-		v := binary.BigEndian.AppendUint64(nil, uint64(total))
-		return b.Put(k, append(v, encodeTime(now.Add(storegov.UsageTTL))...))
+		total, err = addUsage(tx, channel, day, tokens, time.Now())
+		return err
 	})
 	return total, err
+}
+
+// addUsage adds tokens to channel's count for day and returns the total.
+func addUsage(tx *bbolt.Tx, channel agent.SessionKey, day string, tokens int64, now time.Time) (int64, error) {
+	b := tx.Bucket(bucketUsage)
+	k := usageKey(channel, day)
+	total := readUsage(b.Get(k), now) + tokens
+	v := binary.BigEndian.AppendUint64(nil, uint64(total))
+	return total, b.Put(k, append(v, encodeTime(now.Add(storegov.UsageTTL))...))
 }
 
 // Usage implements agent.GovernStore.

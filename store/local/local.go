@@ -312,7 +312,7 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	if err := storelease.CheckCommit(consumed, out); err != nil {
+	if err := storelease.CheckCommit(key, consumed, out); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -351,6 +351,11 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 			}
 			if err := sb.Put(keyCommitted, []byte(out.ID)); err != nil {
 				return err
+			}
+			if out.Spent.Tokens > 0 {
+				if _, err := addUsage(tx, key, out.Spent.Day, out.Spent.Tokens, now); err != nil {
+					return err
+				}
 			}
 		}
 		if err := deleteFirst(sb.Bucket(bucketMailbox), consumed); err != nil {

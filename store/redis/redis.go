@@ -373,7 +373,7 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	if err := storelease.CheckCommit(consumed, out); err != nil {
+	if err := storelease.CheckCommit(key, consumed, out); err != nil {
 		return err
 	}
 	var data, outData []byte
@@ -388,19 +388,20 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 			return err
 		}
 	}
-	id := ""
+	id, spent := "", agent.Spent{}
 	if out != nil {
-		id = out.ID
+		id, spent = out.ID, out.Spent
 	}
-	args := []any{owner, consumed, data, -s.ret.MaxTurns, ms(s.ret.HistoryTTL), outData, id}
+	keys := append(s.sessionKeys(key), s.key(usage, key, spent.Day))
+	args := []any{owner, consumed, data, -s.ret.MaxTurns, ms(s.ret.HistoryTTL), outData, id, spent.Tokens, ms(storegov.UsageTTL)}
 	var cmd *goredis.Cmd
 	if out != nil {
 		// A holder that dies before delivering leaves the entry to whoever
 		// Ready shows the session to. (A touch after a Commit that failed
 		// does no harm: Ready drops sessions with nothing to do.)
-		cmd, err = s.runAndTouch(ctx, commitScript, s.sessionKeys(key), args, key)
+		cmd, err = s.runAndTouch(ctx, commitScript, keys, args, key)
 	} else {
-		cmd = commitScript.Run(ctx, s.client, s.sessionKeys(key), args...)
+		cmd = commitScript.Run(ctx, s.client, keys, args...)
 		err = cmd.Err()
 	}
 	if err != nil {

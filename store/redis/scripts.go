@@ -143,10 +143,12 @@ return 0
 // commitScript ends a turn: consumes mailbox entries (and as many of the
 // claimed count), appends the turn as one list element, trims the history
 // to whole turns, adds the outbox entry and refreshes the session's idle
-// TTL.
+// TTL, and adds the tokens the turn spent to its channel's count.
 //
-// ARGV: owner, consumed, turn JSON (empty for none), -max turns, idle ttl,
-// Outbound JSON (empty for none), commit ID (empty for none). Returns 1 if
+// KEYS: the session's (sessionKeys), then the channel's usage count for
+// the day. ARGV: owner, consumed, turn JSON (empty for none), -max turns,
+// idle ttl, Outbound JSON (empty for none), commit ID (empty for none),
+// tokens spent, the usage count's ttl. Returns 1 if
 // committed, 0 if owner does not hold the lease. A commit whose ID is the
 // session's last committed one was applied already (its reply was lost and
 // it was sent again): it returns 1 and changes nothing.
@@ -159,6 +161,10 @@ if ARGV[7] ~= '' then
 		return 1
 	end
 	redis.call('SET', KEYS[6], ARGV[7], 'PX', ARGV[5])
+end
+if tonumber(ARGV[8]) > 0 then
+	redis.call('INCRBY', KEYS[7], ARGV[8])
+	redis.call('PEXPIRE', KEYS[7], ARGV[9])
 end
 local consumed = tonumber(ARGV[2])
 if consumed > 0 then

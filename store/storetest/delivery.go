@@ -203,6 +203,48 @@ func delivered(t *testing.T, st agent.Store, key agent.SessionKey, id string) {
 	}
 }
 
+// A commit adds the tokens its turn spent to the channel's count: once,
+// however often it is sent, and only if it commits. They are not kept in
+// the outbox.
+func (s suite) testCommitSpent(t *testing.T) {
+	st := s.store(t, agent.Retention{})
+	ctx := t.Context()
+	const day = "2025-03-04"
+	used := func(what string, want int64) {
+		t.Helper()
+		got, err := st.Usage(ctx, chanA, day)
+		if err != nil || got != want {
+			t.Fatalf("%s: Usage = %d, %v; want %d", what, got, err, want)
+		}
+	}
+	if _, err := st.AddUsage(ctx, chanA, day, 30); err != nil {
+		t.Fatal(err)
+	}
+	trigger := inbound(threadA, "m1")
+	enqueue(t, st, trigger, true)
+	claim(t, st, threadA, "w1", minute)
+	o1 := outbound("o1", trigger)
+	o1.Spent = agent.Spent{Day: day, Tokens: 120}
+	commitOut(t, st, threadA, "w1", 1, turn("t1", 2), o1)
+	used("after the commit", 150)
+	commitOut(t, st, threadA, "w1", 1, turn("t1", 2), o1) // its reply was lost: sent again
+	used("after the same commit again", 150)
+
+	o2 := outbound("o2", trigger)
+	o2.Spent = agent.Spent{Day: day, Tokens: 5}
+	wantErr(t, "Commit by a non-holder", st.Commit(ctx, threadA, "w2", 0, nil, &o2), agent.ErrLeaseLost)
+	for _, bad := range []agent.Spent{{Day: "2025-3-4", Tokens: 5}, {Day: "", Tokens: 5}, {Day: day, Tokens: -5}} {
+		o2.Spent = bad
+		wantErr(t, fmt.Sprintf("Commit of %+v", bad), st.Commit(ctx, threadA, "w1", 0, nil, &o2), agent.ErrInvalid)
+	}
+	used("after commits that failed", 150)
+
+	c := claim(t, st, threadA, "w1", minute)
+	if len(c.Outbox) != 1 || c.Outbox[0].ID != "o1" || c.Outbox[0].Spent != (agent.Spent{}) {
+		t.Fatalf("outbox %+v, want o1 without what it spent", c.Outbox)
+	}
+}
+
 func (s suite) testOutbox(t *testing.T) {
 	st := s.store(t, agent.Retention{})
 	ctx := t.Context()

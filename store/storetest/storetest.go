@@ -148,6 +148,7 @@ func Run(t *testing.T, open func(t *testing.T, c Config) agent.Store) {
 		{"ConcurrentOutOfOrder", s.testConcurrentOutOfOrder},
 		{"EnqueueAfterClaimed", s.testEnqueueAfterClaimed},
 		{"Outbox", s.testOutbox},
+		{"CommitSpent", s.testCommitSpent},
 		{"CommitTwice", s.testCommitTwice},
 		{"Ready", s.testReady},
 		{"ReadyManyIdle", s.testReadyManyIdle},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/store/internal/storegov"
 )
 
 // Earlier reports whether holder is an earlier boot of owner's replica:
@@ -87,12 +88,20 @@ func CheckTTL(ttl time.Duration) error {
 }
 
 // CheckCommit checks the arguments of Commit beyond the key.
-func CheckCommit(consumed int, out *agent.Outbound) error {
+func CheckCommit(key agent.SessionKey, consumed int, out *agent.Outbound) error {
 	if consumed < 0 {
 		return fmt.Errorf("%w commit: consumed %d < 0", agent.ErrInvalid, consumed)
 	}
-	if out != nil && out.ID == "" {
+	if out == nil {
+		return nil
+	}
+	if out.ID == "" {
 		return fmt.Errorf("%w commit: outbox entry without ID", agent.ErrInvalid)
+	}
+	if out.Spent != (agent.Spent{}) {
+		if err := storegov.CheckUsage(key.Channel(), out.Spent.Day, out.Spent.Tokens); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
 	}
 	return nil
 }
