@@ -43,8 +43,14 @@ func New(cfg Config) (*Model, error) {
 		// its own idle timeout instead (see Config.Timeout).
 		// Enough idle connections for the turns that run at once (the
 		// default keeps two per host, so busy turns would dial anew).
+		//
+		// A request (tools, history) is written whole from the connection's
+		// buffer: with the default 4 KB one, net/http copies the rest of the
+		// body through a buffer it allocates for each request, as large as
+		// the body. (HTTP/2 connections have their own framing.)
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 64
+		t.WriteBufferSize = 32 << 10
 		hc = &http.Client{Transport: t}
 	}
 	cc := goai.DefaultConfig(cfg.APIKey)

@@ -100,9 +100,9 @@ func sameSpecs(a, b []agent.ToolSpec) bool {
 
 // spliceTools puts the encoded tools array into a request body that
 // go-openai encoded without one: {"tools":[…],<the rest>}. The body is one
-// buffer, read by net/http in one write: a reader of several parts would
-// be copied through two 32 KB buffers a request (io.MultiReader's WriteTo
-// and net.TCPConn's ReadFrom), which were a third of a turn's allocations.
+// buffer, which net/http writes as it is: a reader of several parts was
+// copied through buffers allocated for each request (io.MultiReader's
+// WriteTo, net.TCPConn's ReadFrom), a third of a turn's allocations.
 func spliceTools(req *http.Request, tools []byte) error {
 	if req.Body == nil || req.ContentLength < 2 {
 		return errors.New("openai: a request with tools has no body")
