@@ -513,8 +513,10 @@ func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session)
 		for _, out := range claim.Outbox {
 			d.redeliver(bg, key, out, log)
 		}
+		shown := "" // the turn's answer, shown and not marked yet
 		if len(claim.Mailbox) > 0 {
-			switch d.turn(ctx, key, s, claim, claimed, log) {
+			var res turnResult
+			switch res, shown = d.turn(ctx, key, s, claim, claimed, log); res {
 			case turnLeaseLost:
 				return
 			case turnNotSaved, turnHandedOver:
@@ -525,12 +527,13 @@ func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session)
 		if d.isClosing() {
 			// Let the next start (or another replica) take the session at
 			// once; its mailbox is kept.
+			if shown != "" {
+				d.markShown(bg, key, shown, log)
+			}
 			d.abandon(bg, key, log)
 			return
 		}
-		rctx, cancel := context.WithTimeout(bg, 10*time.Second)
-		pending, err := d.cfg.Store.Release(rctx, key, owner)
-		cancel()
+		pending, err := d.release(bg, key, owner, shown, log)
 		if err != nil {
 			log.Error("release session", "err", err)
 			d.retryLater(key, d.retryDelay())
@@ -539,6 +542,30 @@ func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session)
 		if pending == 0 {
 			return
 		}
+	}
+}
+
+// release ends owner's hold on the session unless messages wait, and
+// marks the answer shown (if any) in the same call. Until the mark is made,
+// whoever holds the session next shows the answer again: a store that is
+// down for a while is waited for, as a commit is.
+func (d *Dispatcher) release(ctx context.Context, key SessionKey, owner, shown string, log *slog.Logger) (int, error) {
+	wait := 100 * time.Millisecond
+	for until := time.Now().Add(2 * d.cfg.LeaseTTL); ; {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		pending, err := d.cfg.Store.Release(rctx, key, owner, shown)
+		cancel()
+		// A lost lease is reported after the mark, which needs none.
+		if err == nil || shown == "" || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrInvalid) {
+			return pending, err
+		}
+		if time.Now().Add(wait).After(until) {
+			log.Error("could not mark the answer shown; it may be shown again", "err", err)
+			return pending, err
+		}
+		log.Warn("release and mark the answer shown; retrying", "err", err, "in", wait)
+		time.Sleep(wait)
+		wait = min(wait*2, 2*time.Second)
 	}
 }
 
@@ -560,7 +587,7 @@ const (
 )
 
 // turn runs one turn over the claimed mailbox and commits it.
-func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim *Claim, claimed time.Time, log *slog.Logger) turnResult {
+func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim *Claim, claimed time.Time, log *slog.Logger) (res turnResult, shown string) {
 	start := time.Now()
 	// The turn's ID is its outbox entry's: every log line of the turn
 	// carries it, and so does what the answer's delivery logs.
@@ -629,7 +656,7 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 			if d.cfg.Observer != nil {
 				d.cfg.Observer.TurnDone(key.Platform, OutcomeNotSaved, time.Since(start))
 			}
-			return turnNotSaved
+			return turnNotSaved, ""
 		}
 	}
 	bud := d.newBudget(key, trigger.User, log)
@@ -653,7 +680,7 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 		log.Warn("lease lost mid-turn; another worker takes the session over")
 		bud.flush(context.WithoutCancel(ctx), Spent{})
 		done(OutcomeLeaseLost)
-		return turnLeaseLost
+		return turnLeaseLost, ""
 	}
 	if errors.Is(err, ErrShutdown) {
 		// Handed back, not answered: the messages stay in the mailbox and
@@ -666,7 +693,7 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 		emit(nctx, th, Notice{Text: handedOverText(out.ToolCalls)}, log)
 		ncancel()
 		done(OutcomeHandedOver)
-		return turnHandedOver
+		return turnHandedOver, ""
 	}
 
 	// The turn is over, whatever ctx says now: commit it, with what to
@@ -692,14 +719,14 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	if errors.Is(commitErr, ErrLeaseLost) {
 		log.Warn("lease lost before commit; another worker takes the session over")
 		done(OutcomeLeaseLost)
-		return turnLeaseLost
+		return turnLeaseLost, ""
 	}
 	if commitErr != nil {
 		// Nothing is shown: the messages are still in the mailbox, and
 		// whoever holds the session next answers them, once.
 		log.Error("commit kept failing while the lease lasted; the turn is done again later", "err", commitErr)
 		done(OutcomeNotSaved)
-		return turnNotSaved
+		return turnNotSaved, ""
 	}
 	switch {
 	case errors.Is(err, ErrStopped):
@@ -715,11 +742,12 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 	showCtx, showDone := context.WithCancelCause(bg)
 	renewDone = d.keepLease(showCtx, key, showDone, &renewed, log)
 	d.park()
-	d.show(bg, key, th, ws, *ob, err, log)
+	d.emitOutbound(bg, th, ws, *ob, err, log)
 	d.unpark()
 	showDone(nil)
 	<-renewDone
-	return turnDone
+	// Marked shown by the release that follows, in the same round trip.
+	return turnDone, ob.ID
 }
 
 // show delivers an outbox entry in th and marks it delivered. Showing may
@@ -728,6 +756,12 @@ func (d *Dispatcher) turn(ctx context.Context, key SessionKey, s *session, claim
 // renderer has tried what it could, and trying forever would hold the
 // session.
 func (d *Dispatcher) show(ctx context.Context, key SessionKey, th Thread, ws *tools.Workspace, ob Outbound, cause error, log *slog.Logger) {
+	d.emitOutbound(ctx, th, ws, ob, cause, log)
+	d.markShown(ctx, key, ob.ID, log)
+}
+
+// emitOutbound shows an outbox entry in th.
+func (d *Dispatcher) emitOutbound(ctx context.Context, th Thread, ws *tools.Workspace, ob Outbound, cause error, log *slog.Logger) {
 	ectx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	var err error
@@ -748,12 +782,16 @@ func (d *Dispatcher) show(ctx context.Context, key SessionKey, th Thread, ws *to
 	if d.cfg.Observer != nil {
 		d.cfg.Observer.Delivered(err == nil)
 	}
-	// Until it is marked, whoever holds the session next shows it again:
-	// a store that is down for a while is waited for, as a commit is.
+}
+
+// markShown marks an outbox entry delivered. Until it is marked, whoever
+// holds the session next shows it again: a store that is down for a while
+// is waited for, as a commit is.
+func (d *Dispatcher) markShown(ctx context.Context, key SessionKey, id string, log *slog.Logger) {
 	wait := 100 * time.Millisecond
 	for until := time.Now().Add(2 * d.cfg.LeaseTTL); ; {
 		mctx, mcancel := context.WithTimeout(ctx, 5*time.Second)
-		derr := d.cfg.Store.Delivered(mctx, key, ob.ID)
+		derr := d.cfg.Store.Delivered(mctx, key, id)
 		mcancel()
 		if derr == nil {
 			return

@@ -82,7 +82,10 @@ type Store interface {
 
 	// Release drops owner's lease unless the mailbox has entries; then it
 	// keeps the lease and reports pending > 0 so the owner runs another turn.
-	Release(ctx context.Context, key SessionKey, owner string) (pending int, err error)
+	// With shown not empty it first removes that outbox entry, as Delivered
+	// does (whether or not owner holds the lease): the turn's answer and the
+	// session's release in one call.
+	Release(ctx context.Context, key SessionKey, owner, shown string) (pending int, err error)
 
 	// Abandon drops owner's lease whatever the mailbox holds, so another
 	// worker (or the next start) can take the session at once. A worker

@@ -218,7 +218,7 @@ func seedOne(ctx context.Context, st *fmredis.Store, key agent.SessionKey, owner
 	if err := st.Commit(ctx, key, owner, 0, turn, nil); err != nil {
 		return fmt.Errorf("seed session %d: commit: %w", i, err)
 	}
-	if _, err := st.Release(ctx, key, owner); err != nil {
+	if _, err := st.Release(ctx, key, owner, ""); err != nil {
 		return fmt.Errorf("seed session %d: release: %w", i, err)
 	}
 	return nil

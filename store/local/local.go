@@ -392,12 +392,17 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 }
 
 // Release implements agent.Store.
-func (s *Store) Release(ctx context.Context, key agent.SessionKey, owner string) (pending int, err error) {
+func (s *Store) Release(ctx context.Context, key agent.SessionKey, owner, shown string) (pending int, err error) {
 	if err := key.Validate(); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
+	}
+	if shown != "" {
+		if err := s.Delivered(ctx, key, shown); err != nil {
+			return 0, err
+		}
 	}
 	s.leases.mu.Lock()
 	defer s.leases.mu.Unlock()

@@ -196,7 +196,7 @@ func BenchmarkTurn(b *testing.B) {
 		if err := s.Commit(ctx, key, "w", len(c.Mailbox), turn, nil); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Release(ctx, key, "w"); err != nil {
+		if _, err := s.Release(ctx, key, "w", ""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -347,7 +347,7 @@ func TestReadyIndexHoldsOnlyWork(t *testing.T) {
 		if err := s.Commit(ctx, k, "w", len(c.Mailbox), []agent.Message{{Role: agent.RoleUser, Content: "hi"}}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Release(ctx, k, "w"); err != nil {
+		if _, err := s.Release(ctx, k, "w", ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -82,7 +82,7 @@ func TestDispatcherTurnRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Release(ctx, key, "seed"); err != nil {
+	if _, err := s.Release(ctx, key, "seed", ""); err != nil {
 		t.Fatal(err)
 	}
 	if h, _ := s.History(ctx, key); len(h) != 50 {

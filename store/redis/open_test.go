@@ -121,7 +121,7 @@ func TestSentinel(t *testing.T) {
 		if err := s.Commit(ctx, key, "w1", 2, turn, nil); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := s.Release(ctx, key, "w1"); err != nil || n != 0 {
+		if n, err := s.Release(ctx, key, "w1", ""); err != nil || n != 0 {
 			t.Fatalf("Release = %d, %v", n, err)
 		}
 		// The keys are on the master.

@@ -418,11 +418,11 @@ func (s *Store) Commit(ctx context.Context, key agent.SessionKey, owner string, 
 }
 
 // Release implements agent.Store.
-func (s *Store) Release(ctx context.Context, key agent.SessionKey, owner string) (pending int, err error) {
+func (s *Store) Release(ctx context.Context, key agent.SessionKey, owner, shown string) (pending int, err error) {
 	if err := key.Validate(); err != nil {
 		return 0, err
 	}
-	n, err := releaseScript.Run(ctx, s.client, s.sessionKeys(key), owner).Int()
+	n, err := releaseScript.Run(ctx, s.client, s.sessionKeys(key), owner, shown).Int()
 	if err != nil {
 		return 0, fmt.Errorf("redis release: %w", err)
 	}

@@ -272,7 +272,7 @@ func runTurn(ctx context.Context, s *Store, in agent.Inbound, owner string) (cla
 	if err := s.Delivered(ctx, in.Key, out.ID); err != nil {
 		return 0, err
 	}
-	if _, err := s.Release(ctx, in.Key, owner); err != nil {
+	if _, err := s.Release(ctx, in.Key, owner, ""); err != nil {
 		return 0, err
 	}
 	return len(c.Mailbox), nil
@@ -345,7 +345,7 @@ func turnRoundTrips(t *testing.T, s *Store, hook *countHook) map[string]int64 {
 	}
 	step("Commit", func() error { return s.Commit(ctx, key, "w", len(c.Mailbox), turnOf, out) })
 	step("Delivered", func() error { return s.Delivered(ctx, key, out.ID) })
-	step("Release", func() error { _, err := s.Release(ctx, key, "w"); return err })
+	step("Release", func() error { _, err := s.Release(ctx, key, "w", ""); return err })
 	t.Logf("round trips of a turn on a session with %d messages of history and %d waiting: %v", sessionLen, sessionLen, counts)
 	return counts
 }
@@ -490,7 +490,7 @@ func TestReplicasShareState(t *testing.T) {
 	if err := a.Commit(ctx, key, "a", 1, turnOf, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Release(ctx, key, "a"); err != nil {
+	if _, err := a.Release(ctx, key, "a", ""); err != nil {
 		t.Fatal(err)
 	}
 	c, err := b.Claim(ctx, key, "b", time.Minute)

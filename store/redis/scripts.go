@@ -189,12 +189,23 @@ redis.call('PEXPIRE', KEYS[4], ARGV[5])
 return 1
 `)
 
-// releaseScript forgets the claimed count and drops the lease unless
-// messages are waiting.
+// releaseScript removes the outbox entry that was shown, if any (as
+// deliveredScript), then forgets the claimed count and drops the lease
+// unless messages are waiting.
 //
-// ARGV: owner. Returns -1 if owner does not hold the lease, else the number
-// of pending messages (the lease is kept when it is not 0).
+// ARGV: owner, the shown entry's ID (empty for none). Returns -1 if owner does not
+// hold the lease, else the number of pending messages (the lease is kept
+// when it is not 0).
 var releaseScript = goredis.NewScript(`
+if ARGV[2] ~= '' then
+	for _, e in ipairs(redis.call('LRANGE', KEYS[4], 0, -1)) do
+		local ok, v = pcall(cjson.decode, e)
+		if ok and type(v) == 'table' and v.id == ARGV[2] then
+			redis.call('LREM', KEYS[4], 1, e)
+			break
+		end
+	end
+end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 	return -1
 end

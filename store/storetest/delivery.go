@@ -130,7 +130,7 @@ func (s suite) testEnqueueAfterClaimed(t *testing.T) {
 
 	// Release (which keeps the lease while messages wait) forgets what
 	// was claimed: the holder claims again and sees the new order.
-	if n, err := st.Release(ctx, threadA, "w1"); err != nil || n != 1 {
+	if n, err := st.Release(ctx, threadA, "w1", ""); err != nil || n != 1 {
 		t.Fatalf("Release = %d, %v; want 1, nil", n, err)
 	}
 	enqueue(t, st, seqMsg(threadA, "0002b"), true)
@@ -281,7 +281,7 @@ func (s suite) testOutbox(t *testing.T) {
 	commitOut(t, st, threadB, "w1", 1, nil, ob)
 
 	// Delivered needs no lease: whoever showed the entry says so.
-	if _, err := st.Release(ctx, threadA, "w1"); err != nil {
+	if _, err := st.Release(ctx, threadA, "w1", ""); err != nil {
 		t.Fatal(err)
 	}
 	delivered(t, st, threadA, "o1")
@@ -292,6 +292,20 @@ func (s suite) testOutbox(t *testing.T) {
 	wantOutbox(t, "Claim after Delivered", c.Outbox, o2)
 	c = claim(t, st, threadB, "w1", minute)
 	wantOutbox(t, "the other session's Claim", c.Outbox, ob)
+
+	// A release marks the answer its holder showed, in the same call; a
+	// holder that lost the lease meanwhile still marks it.
+	ob2 := outbound("o2", inbound(threadB, "n2"))
+	commitOut(t, st, threadB, "w1", 0, nil, ob2)
+	if n, err := st.Release(ctx, threadB, "w1", "o1"); err != nil || n != 0 {
+		t.Fatalf("Release with the answer shown = %d, %v; want 0, nil", n, err)
+	}
+	c = claim(t, st, threadB, "w2", minute)
+	wantOutbox(t, "Claim after a Release that marked o1", c.Outbox, ob2)
+	_, err = st.Release(ctx, threadB, "w1", "o2")
+	wantErr(t, "Release by a holder that lost the lease", err, agent.ErrLeaseLost)
+	c = claim(t, st, threadB, "w2", minute)
+	wantOutbox(t, "Claim after a lost holder's Release marked o2", c.Outbox)
 
 	// Reset forgets the history, not what is still to be shown.
 	if err := st.Reset(ctx, threadA); err != nil {
@@ -317,7 +331,7 @@ func wantReady(t *testing.T, st agent.Store, limit int, want ...agent.SessionKey
 
 func release(t *testing.T, st agent.Store, key agent.SessionKey, owner string, want int) {
 	t.Helper()
-	n, err := st.Release(t.Context(), key, owner)
+	n, err := st.Release(t.Context(), key, owner, "")
 	if err != nil || n != want {
 		t.Fatalf("Release(%v, %q) = %d, %v; want %d, nil", key, owner, n, err, want)
 	}
@@ -415,7 +429,7 @@ func (s suite) testReadyManyIdle(t *testing.T) {
 				if err := st.Commit(ctx, key, "w", len(c.Mailbox), turn("t", 2), nil); err != nil {
 					return err
 				}
-				_, err = st.Release(ctx, key, "w")
+				_, err = st.Release(ctx, key, "w", "")
 				return err
 			}())
 		}
@@ -452,7 +466,7 @@ func (s suite) testReadyConcurrent(t *testing.T) {
 			err = st.Commit(ctx, key, owner, len(c.Mailbox), nil, nil)
 		}
 		if err == nil {
-			_, err = st.Release(ctx, key, owner)
+			_, err = st.Release(ctx, key, owner, "")
 		}
 		return err
 	}
@@ -528,7 +542,7 @@ func (s suite) testClaimEarlierBoot(t *testing.T) {
 	// The old life is fenced off: the owner string is the token.
 	wantErr(t, "Commit by the earlier boot", st.Commit(ctx, threadA, boot1, 1, turn("late", 2), nil), agent.ErrLeaseLost)
 	wantErr(t, "Renew by the earlier boot", st.Renew(ctx, threadA, boot1, minute), agent.ErrLeaseLost)
-	_, err := st.Release(ctx, threadA, boot1)
+	_, err := st.Release(ctx, threadA, boot1, "")
 	wantErr(t, "Release by the earlier boot", err, agent.ErrLeaseLost)
 	if err := st.Abandon(ctx, threadA, boot1); err != nil {
 		t.Fatal(err)

@@ -414,7 +414,7 @@ func (s suite) testInvalid(t *testing.T) {
 		{"Delivered with an invalid key", st.Delivered(ctx, noChat, "o1")},
 		{"Delivered without an ID", st.Delivered(ctx, threadA, "")},
 		{"Boot without a replica", errOf(st.Boot(ctx, ""))},
-		{"Release with an invalid key", errOf(st.Release(ctx, noPlatform, "w1"))},
+		{"Release with an invalid key", errOf(st.Release(ctx, noPlatform, "w1", ""))},
 		{"Abandon with an invalid key", st.Abandon(ctx, noChat, "w1")},
 		{"History with an invalid key", errOf(st.History(ctx, noChat))},
 		{"Reset with an invalid key", st.Reset(ctx, noChat)},
@@ -517,7 +517,7 @@ func (s suite) testLeaseExpires(t *testing.T) {
 	c := claim(t, st, threadA, "w2", minute)
 	wantMailbox(t, "Claim after expiry", c.Mailbox, "m1")
 	wantErr(t, "Commit by the expired owner", st.Commit(ctx, threadA, "w1", 1, turn("late", 2), nil), agent.ErrLeaseLost)
-	_, err = st.Release(ctx, threadA, "w1")
+	_, err = st.Release(ctx, threadA, "w1", "")
 	wantErr(t, "Release by the expired owner", err, agent.ErrLeaseLost)
 	wantPending(t, st, threadA, 1)
 	wantHistory(t, st, threadA)
@@ -618,7 +618,7 @@ func (s suite) testRelease(t *testing.T) {
 	t1 := turn("t1", 2)
 	commit(t, st, threadA, "w1", 1, t1)
 
-	pending, err := st.Release(ctx, threadA, "w1")
+	pending, err := st.Release(ctx, threadA, "w1", "")
 	if err != nil || pending != 1 {
 		t.Fatalf("Release with a pending message = %d, %v; want 1, nil", pending, err)
 	}
@@ -630,7 +630,7 @@ func (s suite) testRelease(t *testing.T) {
 	wantMailbox(t, "Claim for the next turn", c.Mailbox, "m2")
 	t2 := turn("t2", 3)
 	commit(t, st, threadA, "w1", 1, t2)
-	pending, err = st.Release(ctx, threadA, "w1")
+	pending, err = st.Release(ctx, threadA, "w1", "")
 	if err != nil || pending != 0 {
 		t.Fatalf("Release with an empty mailbox = %d, %v; want 0, nil", pending, err)
 	}
@@ -639,9 +639,9 @@ func (s suite) testRelease(t *testing.T) {
 	wantMailbox(t, "Claim by another owner", c.Mailbox)
 	sameMessages(t, "Claim by another owner: history", c.History, slices.Concat(t1, t2))
 
-	_, err = st.Release(ctx, threadA, "w1")
+	_, err = st.Release(ctx, threadA, "w1", "")
 	wantErr(t, "Release by a non-holder", err, agent.ErrLeaseLost)
-	_, err = st.Release(ctx, threadB, "w1")
+	_, err = st.Release(ctx, threadB, "w1", "")
 	wantErr(t, "Release of an unclaimed session", err, agent.ErrLeaseLost)
 	// w1's attempt changed nothing.
 	commit(t, st, threadA, "w2", 0, nil)
@@ -749,7 +749,7 @@ func (s suite) testWaiting(t *testing.T) {
 	commit(t, st, odd, "w1", len(c.Mailbox)-1, turn("t2", 2))
 	wantWaiting(t, st, slices.DeleteFunc(slices.Clone(want), func(k agent.SessionKey) bool { return k == threadA })...)
 	commit(t, st, odd, "w1", 1, nil)
-	if _, err := st.Release(ctx, odd, "w1"); err != nil {
+	if _, err := st.Release(ctx, odd, "w1", ""); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	rest := slices.DeleteFunc(slices.Clone(want), func(k agent.SessionKey) bool { return k == threadA || k == odd })
@@ -834,7 +834,7 @@ func (s suite) testHistoryExpires(t *testing.T) {
 	t1, t2 := turn("t1", 2), turn("t2", 2)
 	o1 := outbound("o1", inbound(threadA, "m1"))
 	commitOut(t, st, threadA, "w1", 1, t1, o1)
-	if _, err := st.Release(ctx, threadA, "w1"); err != nil {
+	if _, err := st.Release(ctx, threadA, "w1", ""); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 
@@ -842,7 +842,7 @@ func (s suite) testHistoryExpires(t *testing.T) {
 	// Activity keeps a session alive.
 	claim(t, st, threadA, "w1", minute)
 	commit(t, st, threadA, "w1", 0, t2)
-	if _, err := st.Release(ctx, threadA, "w1"); err != nil {
+	if _, err := st.Release(ctx, threadA, "w1", ""); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	enqueue(t, st, inbound(threadA, "m2"), true)
