@@ -29,23 +29,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
-
-	// The requests are decoded by segmentio's drop-in encoding/json, which
-	// is several times faster on a request's tens of KB of tool schemas:
-	// under the load generator this fake shares the CPUs with what it
-	// measures.
-	fastjson "github.com/segmentio/encoding/json"
 )
 
 // TB is the part of testing.TB that New uses; *testing.T satisfies it.
@@ -74,7 +68,8 @@ type Server struct {
 	requests []Request
 	seen     int // requests received, recorded or not
 
-	seq atomic.Int64 // for response and call IDs
+	seq   atomic.Int64 // for response and call IDs
+	tools toolsCache
 }
 
 // Option configures a Server.
@@ -211,12 +206,12 @@ func (s *Server) listModels(w http.ResponseWriter) {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
 		return // the client went away
 	}
-	var req Request
-	if err := fastjson.Unmarshal(body, &req); err != nil {
+	req, err := s.tools.decodeRequest(body)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "We could not parse the JSON body of your request: "+err.Error(), nil)
 		return
 	}
@@ -292,6 +287,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// readBody reads a request's body whole, in one allocation when the
+// request says its length.
+func readBody(r *http.Request) ([]byte, error) {
+	var b bytes.Buffer
+	if n := r.ContentLength; n > 0 && n < 64<<20 {
+		b.Grow(int(n) + bytes.MinRead)
+	}
+	_, err := b.ReadFrom(r.Body)
+	return b.Bytes(), err
+}
+
 // fault breaks the response. http.ErrAbortHandler makes net/http close the
 // connection without finishing the body, which is what a crashed or
 // restarted server looks like to the client.
@@ -341,34 +347,39 @@ func (s *Server) complete(w http.ResponseWriter, req *Request, reply Reply) {
 
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, reply Reply) {
 	id, created := s.id("chatcmpl"), time.Now().Unix()
-	mk := func(d delta, finish *string) chunk {
-		return chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: req.Model,
-			Choices: []chunkChoice{{Index: 0, Delta: d, FinishReason: finish}}}
+	f := newFrames(id, created, req.Model)
+	calls := s.calls(reply)
+	// Room for the chunks: the first, the text's, each call's, the last
+	// and the usage.
+	n := 4 + len(reply.Text)/s.chunkSize
+	for _, c := range calls {
+		n += 2 + len(c.Args)/s.chunkSize
 	}
+	f.grow(n)
 	empty := ""
-	chunks := []chunk{mk(delta{Role: "assistant", Content: &empty}, nil)}
+	f.add(&delta{Role: "assistant", Content: &empty}, nil)
 	for _, piece := range split(reply.Text, s.chunkSize) {
-		chunks = append(chunks, mk(delta{Content: &piece}, nil))
+		f.add(&delta{Content: &piece}, nil)
 	}
-	for i, c := range s.calls(reply) {
+	for i, c := range calls {
 		idx := i
 		if s.parallelAtZero {
 			idx = 0
 		}
 		// The first delta of a call names it; the arguments follow in
 		// pieces that carry only the index, as OpenAI streams them.
-		chunks = append(chunks, mk(delta{ToolCalls: []WireToolCall{{Index: &idx, ID: c.ID, Type: "function",
-			Function: WireFunction{Name: c.Name}}}}, nil))
+		f.add(&delta{ToolCalls: []WireToolCall{{Index: &idx, ID: c.ID, Type: "function",
+			Function: WireFunction{Name: c.Name}}}}, nil)
 		for _, piece := range split(c.Args, s.chunkSize) {
-			chunks = append(chunks, mk(delta{ToolCalls: []WireToolCall{{Index: &idx,
-				Function: WireFunction{Arguments: piece}}}}, nil))
+			f.add(&delta{ToolCalls: []WireToolCall{{Index: &idx,
+				Function: WireFunction{Arguments: piece}}}}, nil)
 		}
 	}
 	fr := finishReason(reply)
-	chunks = append(chunks, mk(delta{}, &fr))
+	f.add(&delta{}, &fr)
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		u := usage(req, reply)
-		chunks = append(chunks, chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: req.Model,
+		f.addChunk(&chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: req.Model,
 			Choices: []chunkChoice{}, Usage: &u})
 	}
 
@@ -376,22 +387,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, re
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	for i, c := range chunks {
+	for i := range f.len() {
 		if reply.Fault != NoFault && i == reply.FaultAfter {
 			s.fault(w, r, reply)
 			return
 		}
-		b, err := json.Marshal(c)
-		if err != nil {
-			panic(err) // the chunk types always marshal
-		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+		if _, err := w.Write(f.frame(i)); err != nil {
 			return
 		}
 		if err := rc.Flush(); err != nil {
 			return
 		}
-		if reply.Every > 0 && i < len(chunks)-1 && !s.wait(r, reply.Every) {
+		if reply.Every > 0 && i < f.len()-1 && !s.wait(r, reply.Every) {
 			return
 		}
 	}
@@ -420,7 +427,7 @@ func (s *Server) calls(reply Reply) []ToolCall {
 }
 
 func (s *Server) id(prefix string) string {
-	return fmt.Sprintf("%s_fake_%d", prefix, s.seq.Add(1))
+	return prefix + "_fake_" + strconv.FormatInt(s.seq.Add(1), 10)
 }
 
 func (s *Server) log(n int, req *Request, reply string) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	fastjson "github.com/segmentio/encoding/json"
 	"github.com/slack-go/slack"
 )
 
@@ -244,18 +245,48 @@ func (s *Server) channelTypeLocked(channel string) string {
 }
 
 // callback wraps an event as Slack delivers it, over Socket Mode or HTTP.
-func (s *Server) callback(e Event) object {
-	ctx, _ := json.Marshal(object{"id": s.teamID, "channel": e.Channel()})
-	return object{
-		"token": s.verificationToken, "team_id": s.teamID, "context_team_id": s.teamID,
-		"api_app_id": s.appID, "event": e.Data, "type": "event_callback", "event_id": e.ID,
-		"event_time": e.Time.Unix(), "is_ext_shared_channel": false,
-		"event_context": "4-" + base64.RawURLEncoding.EncodeToString(ctx),
-		"authorizations": []object{{
-			"enterprise_id": nil, "team_id": s.teamID, "user_id": s.botUserID,
-			"is_bot": true, "is_enterprise_install": false,
-		}},
+func (s *Server) callback(e Event) *eventCallback {
+	ctx, _ := json.Marshal(eventContext{Channel: e.Channel(), ID: s.teamID})
+	return &eventCallback{
+		Token: s.verificationToken, TeamID: s.teamID, ContextTeamID: s.teamID,
+		APIAppID: s.appID, Event: e.Data, Type: "event_callback", EventID: e.ID,
+		EventTime: e.Time.Unix(), IsExtSharedChannel: false,
+		EventContext:   "4-" + base64.RawURLEncoding.EncodeToString(ctx),
+		Authorizations: []authorization{{TeamID: s.teamID, UserID: s.botUserID, IsBot: true}},
 	}
+}
+
+// eventCallback is the outer payload of an Events API event. Its fields
+// are in the order of their JSON names, in which encoding/json wrote the
+// map the payload was made of before: the bytes are the same, made
+// faster.
+type eventCallback struct {
+	APIAppID           string          `json:"api_app_id"`
+	Authorizations     []authorization `json:"authorizations"`
+	ContextTeamID      string          `json:"context_team_id"`
+	Event              map[string]any  `json:"event"`
+	EventContext       string          `json:"event_context"`
+	EventID            string          `json:"event_id"`
+	EventTime          int64           `json:"event_time"`
+	IsExtSharedChannel bool            `json:"is_ext_shared_channel"`
+	TeamID             string          `json:"team_id"`
+	Token              string          `json:"token"`
+	Type               string          `json:"type"`
+}
+
+// authorization is the installation an event is delivered for.
+type authorization struct {
+	EnterpriseID        *string `json:"enterprise_id"` // always null
+	IsBot               bool    `json:"is_bot"`
+	IsEnterpriseInstall bool    `json:"is_enterprise_install"`
+	TeamID              string  `json:"team_id"`
+	UserID              string  `json:"user_id"`
+}
+
+// eventContext is what the event_context of an event encodes.
+type eventContext struct {
+	Channel string `json:"channel"`
+	ID      string `json:"id"`
 }
 
 // eventPayload makes the body of an events_api delivery: an Event is
@@ -307,7 +338,12 @@ func (s *Server) SendEvent(ev any) string {
 	if err != nil {
 		panic("fakeslack: SendEvent: " + err.Error())
 	}
-	s.observe(payload)
+	switch ev.(type) {
+	case Event, *Event:
+		s.observeMarshaled(payload)
+	default:
+		s.observe(payload)
+	}
 	return s.deliver("events_api", payload, false)
 }
 
@@ -383,11 +419,32 @@ func marshalInteraction(payload any) ([]byte, error) {
 // observe keeps what a delivered event says about messages: a new message
 // is stored, an edit applied, a deletion marked.
 func (s *Server) observe(payload json.RawMessage) {
-	var outer struct {
-		Type  string         `json:"type"`
-		Event map[string]any `json:"event"`
+	var outer eventOuter
+	if json.Unmarshal(payload, &outer) == nil {
+		s.observeEvent(outer)
 	}
-	if json.Unmarshal(payload, &outer) != nil || outer.Type != "event_callback" || outer.Event == nil {
+}
+
+// observeMarshaled is observe for a payload the fake marshaled itself with
+// encoding/json, which segmentio's decoder reads as encoding/json does,
+// in a fraction of the time: the load generator observes every message
+// it sends.
+func (s *Server) observeMarshaled(payload json.RawMessage) {
+	var outer eventOuter
+	if fastjson.Unmarshal(payload, &outer) == nil {
+		s.observeEvent(outer)
+	}
+}
+
+// eventOuter is what observe reads of a payload.
+type eventOuter struct {
+	Type  string         `json:"type"`
+	Event map[string]any `json:"event"`
+}
+
+// observeEvent keeps what the event of a decoded payload says.
+func (s *Server) observeEvent(outer eventOuter) {
+	if outer.Type != "event_callback" || outer.Event == nil {
 		return
 	}
 	d := outer.Event

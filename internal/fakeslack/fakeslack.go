@@ -152,6 +152,7 @@ type Server struct {
 	lastTS   int64          // microseconds of the last ts handed out
 	users    map[string]User
 	channels map[string]Channel
+	dms      map[string]string // user → the ID of their DM, as dmLocked last found it
 	web      webState
 	store    store
 	sock     socketState
@@ -262,6 +263,7 @@ func New(tb TB, opts ...Option) *Server {
 		channels: map[string]Channel{
 			General: {ID: General, Name: "general", Type: ChannelPublic},
 		},
+		dms: map[string]string{},
 		// Slack's Socket Mode clients send Origin https://api.slack.com.
 		upgrader: websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }},
 		// No keep-alives: DeliverHTTP leaves no idle connection (and its
@@ -401,8 +403,14 @@ func (s *Server) channelLocked(id string) (Channel, bool) {
 
 // dmLocked returns the DM with user, opening it if needed. s.mu must be held.
 func (s *Server) dmLocked(user string) Channel {
+	// The DM found last time, if it still is one: no look through every
+	// channel for each message of a person.
+	if c, ok := s.channels[s.dms[user]]; ok && c.Type == ChannelIM && c.User == user {
+		return c
+	}
 	for _, c := range s.channels {
 		if c.Type == ChannelIM && c.User == user {
+			s.dms[user] = c.ID
 			return c
 		}
 	}
@@ -412,6 +420,7 @@ func (s *Server) dmLocked(user string) Channel {
 	}
 	c := Channel{ID: id, Type: ChannelIM, User: user}
 	s.channels[id] = c
+	s.dms[user] = id
 	return c
 }
 

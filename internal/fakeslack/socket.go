@@ -54,6 +54,17 @@ type socketState struct {
 	acks       []Ack
 }
 
+// envelopeFrame is an envelope as the Socket Mode connection carries it.
+// Its fields are in the order of their JSON names, as for eventCallback.
+type envelopeFrame struct {
+	AcceptsResponsePayload bool            `json:"accepts_response_payload"`
+	EnvelopeID             string          `json:"envelope_id"`
+	Payload                json.RawMessage `json:"payload"`
+	RetryAttempt           int             `json:"retry_attempt"`
+	RetryReason            string          `json:"retry_reason"`
+	Type                   string          `json:"type"`
+}
+
 // delivery is one event, command or interaction, sent until acked.
 type delivery struct {
 	first    string
@@ -287,9 +298,9 @@ func (s *Server) send(d *delivery) {
 		if d.attempts > 0 {
 			env.ID, env.RetryReason = uuid(), "timeout"
 		}
-		frame, _ := json.Marshal(object{
-			"envelope_id": env.ID, "type": env.Type, "payload": env.Payload,
-			"accepts_response_payload": d.accepts, "retry_attempt": env.RetryAttempt, "retry_reason": env.RetryReason,
+		frame, _ := json.Marshal(envelopeFrame{
+			EnvelopeID: env.ID, Type: env.Type, Payload: env.Payload,
+			AcceptsResponsePayload: d.accepts, RetryAttempt: env.RetryAttempt, RetryReason: env.RetryReason,
 		})
 		// Registered before the write: the ack can come back before
 		// Write returns.
