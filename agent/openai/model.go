@@ -220,7 +220,8 @@ func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, to
 		filter  = proseFilter{emit: emit}
 	)
 	for {
-		chunk, err := stream.Recv()
+		var chunk streamChunk
+		err := chunk.recv(stream)
 		if errors.Is(err, io.EOF) {
 			break // [DONE], or a server that just closes the stream
 		}

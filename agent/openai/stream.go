@@ -8,10 +8,48 @@ import (
 	"strings"
 
 	goai "github.com/sashabaranov/go-openai"
+	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/tools"
 )
+
+// streamChunk is one event of a streamed reply: the part of go-openai's
+// ChatCompletionStreamResponse that Model reads. go-openai's Recv decodes
+// each event (a few words of text) into the whole response type with
+// encoding/json, a tenth of a turn's CPU; recv takes the event's JSON from
+// go-openai as it is (RecvRaw: the SSE lines, the [DONE] and the error
+// events stay go-openai's) and decodes the fields read, with segmentio's
+// drop-in encoding/json: half the time, 3 allocations instead of 14
+// (BenchmarkStreamChunk).
+type streamChunk struct {
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content          string          `json:"content"`
+			Refusal          string          `json:"refusal"`
+			ReasoningContent string          `json:"reasoning_content"`
+			ToolCalls        []goai.ToolCall `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason goai.FinishReason `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+// recv reads the next event of stream into c.
+func (c *streamChunk) recv(stream *goai.ChatCompletionStream) error {
+	raw, err := stream.RecvRaw()
+	if err != nil {
+		return err
+	}
+	if err := fastjson.Unmarshal(raw, c); err != nil {
+		return fmt.Errorf("an event of the stream is not the JSON of a chunk: %w", err)
+	}
+	return nil
+}
 
 // callAccumulator reassembles streamed tool calls. OpenAI sends a call's
 // ID and name in its first delta and then argument pieces that carry only
