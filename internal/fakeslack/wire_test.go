@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func TestMarshaledEventsDecodeAlike(t *testing.T) {
 	odd := dm
 	odd.Data = map[string]any{
 		"type": "message", "channel": "D0ALICE", "ts": "1.2", "n": 9223372036854775807, "f": 1e-7, "g": 1.5e300,
-		"nested": []any{map[string]any{"x": []int{1, 2}}, nil, true, -0.0},
+		"nested": []any{map[string]any{"x": []int{1, 2}}, nil, true, math.Copysign(0, -1)},
 		"raw":    json.RawMessage(`{"a":"\/\u00e9\ud800\ud83d\ude00\udc00x","b":[1.0,2E3]}`),
 		"blocks": []object{{"type": "rich_text", "elements": []object{{"type": "text", "text": "\x01\x7f\u00a0"}}}},
 	}
