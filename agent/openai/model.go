@@ -218,9 +218,9 @@ func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, to
 		chunks  int
 		size    int // bytes of the reply so far, against MaxResponseBytes
 		filter  = proseFilter{emit: emit}
+		chunk   streamChunk
 	)
 	for {
-		var chunk streamChunk
 		err := chunk.recv(stream)
 		if errors.Is(err, io.EOF) {
 			break // [DONE], or a server that just closes the stream

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,7 +18,9 @@ import (
 )
 
 // streamChunk reads what go-openai's own decoding of a chunk gives, for
-// the fields Model uses, on events as servers send them.
+// the fields Model uses, on events as servers send them: each event alone,
+// and all of them in turn through one streamChunk, as Model reads a reply
+// (in both orders, so that what one event had cannot stay for the next).
 func TestStreamChunkAsGoOpenAI(t *testing.T) {
 	events := []string{
 		`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
@@ -26,47 +29,72 @@ func TestStreamChunkAsGoOpenAI(t *testing.T) {
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{\"path\":"}}]}}]}`,
 		`{"choices":[{"delta":{"tool_calls":[{"id":"x","function":{"name":"a","arguments":"{}"}}]}}]}`,
 		`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
-		`{"choices":[{"index":1,"delta":{"content":"second choice"},"finish_reason":"length"}]}`,
+		`{"choices":[{"index":1,"delta":{"content":"second choice"},"finish_reason":"length"},{"index":0,"delta":{"content":"first","refusal":"r","reasoning_content":"why","tool_calls":[{"index":0,"id":"c","function":{"name":"n","arguments":"{}"}}]},"finish_reason":"stop"}]}`,
 		`{"choices":[{"index":0,"delta":{"reasoning_content":"thinking","refusal":"no"}}]}`,
 		`{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46,"prompt_tokens_details":{"cached_tokens":2}}}`,
+		`{"choices":[{"delta":{}}]}`,
 		`{"choices":null,"usage":null}`,
 		`{}`,
 	}
 	for _, e := range events {
-		var want goai.ChatCompletionStreamResponse
-		if err := json.Unmarshal([]byte(e), &want); err != nil {
-			t.Fatalf("encoding/json: %s: %v", e, err)
-		}
-		got := decodeEvent(t, e)
-		if len(got.Choices) != len(want.Choices) {
-			t.Fatalf("%s: %d choices, want %d", e, len(got.Choices), len(want.Choices))
-		}
-		for i, w := range want.Choices {
-			g := got.Choices[i]
-			if g.Index != w.Index || g.Delta.Content != w.Delta.Content || g.Delta.Refusal != w.Delta.Refusal ||
-				g.Delta.ReasoningContent != w.Delta.ReasoningContent || g.FinishReason != w.FinishReason ||
-				!reflect.DeepEqual(g.Delta.ToolCalls, w.Delta.ToolCalls) {
-				t.Errorf("%s: choice %d = %+v, want %+v", e, i, g, w)
-			}
-		}
-		switch {
-		case (got.Usage == nil) != (want.Usage == nil):
-			t.Errorf("%s: usage %+v, want %+v", e, got.Usage, want.Usage)
-		case got.Usage != nil && (got.Usage.PromptTokens != want.Usage.PromptTokens || got.Usage.CompletionTokens != want.Usage.CompletionTokens):
-			t.Errorf("%s: usage %+v, want %+v", e, *got.Usage, *want.Usage)
+		compareChunk(t, e, decodeEvents(t, e)[0])
+	}
+	backward := slices.Clone(events)
+	slices.Reverse(backward)
+	for _, order := range [][]string{events, backward} {
+		for i, got := range decodeEvents(t, order...) {
+			compareChunk(t, order[i], got)
 		}
 	}
 }
 
-// decodeEvent streams one event from a server and reads it with recv.
-func decodeEvent(t *testing.T, event string) streamChunk {
+// compareChunk checks got, read from event, against go-openai's reading.
+func compareChunk(t *testing.T, event string, got streamChunk) {
 	t.Helper()
-	stream := streamOf(t, "data: "+event+"\n\ndata: [DONE]\n\n")
-	var c streamChunk
-	if err := c.recv(stream); err != nil {
-		t.Fatalf("%s: %v", event, err)
+	var want goai.ChatCompletionStreamResponse
+	if err := json.Unmarshal([]byte(event), &want); err != nil {
+		t.Fatalf("encoding/json: %s: %v", event, err)
 	}
-	return c
+	if len(got.Choices) != len(want.Choices) {
+		t.Fatalf("%s: %d choices, want %d", event, len(got.Choices), len(want.Choices))
+	}
+	for i, w := range want.Choices {
+		g := got.Choices[i]
+		if g.Index != w.Index || g.Delta.Content != w.Delta.Content || g.Delta.Refusal != w.Delta.Refusal ||
+			g.Delta.ReasoningContent != w.Delta.ReasoningContent || g.FinishReason != w.FinishReason ||
+			!reflect.DeepEqual(g.Delta.ToolCalls, w.Delta.ToolCalls) {
+			t.Errorf("%s: choice %d = %+v, want %+v", event, i, g, w)
+		}
+	}
+	switch {
+	case (got.Usage == nil) != (want.Usage == nil):
+		t.Errorf("%s: usage %+v, want %+v", event, got.Usage, want.Usage)
+	case got.Usage != nil && (got.Usage.PromptTokens != want.Usage.PromptTokens || got.Usage.CompletionTokens != want.Usage.CompletionTokens):
+		t.Errorf("%s: usage %+v, want %+v", event, *got.Usage, *want.Usage)
+	}
+}
+
+// decodeEvents streams events from a server and reads them in turn with
+// one streamChunk, returning a copy of what it held after each.
+func decodeEvents(t *testing.T, events ...string) []streamChunk {
+	t.Helper()
+	var body strings.Builder
+	for _, e := range events {
+		body.WriteString("data: " + e + "\n\n")
+	}
+	body.WriteString("data: [DONE]\n\n")
+	stream := streamOf(t, body.String())
+	var c streamChunk
+	var out []streamChunk
+	for _, e := range events {
+		if err := c.recv(stream); err != nil {
+			t.Fatalf("%s: %v", e, err)
+		}
+		cp := c
+		cp.Choices = slices.Clone(c.Choices)
+		out = append(out, cp)
+	}
+	return out
 }
 
 func streamOf(t *testing.T, body string) *goai.ChatCompletionStream {
@@ -119,8 +147,9 @@ func BenchmarkStreamChunk(b *testing.B) {
 	})
 	b.Run("streamChunk", func(b *testing.B) {
 		b.ReportAllocs()
+		var c streamChunk // one for the reply, as in Model.attempt
 		for b.Loop() {
-			var c streamChunk
+			c.reset()
 			if err := fastjson.Unmarshal(event, &c); err != nil {
 				b.Fatal(err)
 			}
