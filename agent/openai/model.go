@@ -69,6 +69,13 @@ func (m *Model) Complete(ctx context.Context, req *agent.Request) (*agent.Respon
 	if err != nil {
 		return nil, err
 	}
+	body, err := encodeBody(&creq, tools)
+	if err != nil {
+		return nil, err
+	}
+	// go-openai checks the request and encodes it, but the body it sends
+	// is ours (body.go): it need not encode the messages.
+	creq.Messages = nil
 	// Text that reached OnText cannot be taken back, so once some did, a
 	// failure is final: a retry would show the person the start twice.
 	var sent bool
@@ -82,7 +89,7 @@ func (m *Model) Complete(ctx context.Context, req *agent.Request) (*agent.Respon
 	var resp *agent.Response
 	err = m.retry(ctx, func() bool { return sent }, func(ctx context.Context) error {
 		var err error
-		resp, err = m.attempt(ctx, creq, tools, req, emit)
+		resp, err = m.attempt(ctx, creq, body, req, emit)
 		return err
 	})
 	if err != nil {
@@ -184,8 +191,8 @@ func reasoningModel(name string) bool {
 var errIdle = errors.New("idle timeout")
 
 // attempt makes one streamed call.
-func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, tools []byte, req *agent.Request, emit func(string)) (*agent.Response, error) {
-	rec := &record{tools: tools}
+func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, body []byte, req *agent.Request, emit func(string)) (*agent.Response, error) {
+	rec := &record{body: body}
 	actx, cancel := context.WithCancelCause(withRecord(ctx, rec))
 	defer cancel(nil)
 	// One timer watches the whole attempt: Config.Timeout until the output

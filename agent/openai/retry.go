@@ -27,7 +27,7 @@ type record struct {
 	retryAfter    time.Duration
 	hasRetryAfter bool
 	tooLarge      error  // the limit the body passed, if it did
-	tools         []byte // the encoded "tools" array to put in the body
+	body          []byte // the request's body (body.go), sent for go-openai's
 }
 
 type recordKey struct{}
@@ -46,10 +46,8 @@ type recordingDoer struct {
 
 func (d recordingDoer) Do(req *http.Request) (*http.Response, error) {
 	rec, _ := req.Context().Value(recordKey{}).(*record)
-	if rec != nil && len(rec.tools) > 0 {
-		if err := spliceTools(req, rec.tools); err != nil {
-			return nil, err
-		}
+	if rec != nil && rec.body != nil && req.Method == http.MethodPost {
+		setBody(req, rec.body)
 	}
 	resp, err := d.next.Do(req)
 	// net/http quotes the URL in its errors, and the base URL (or a

@@ -3,11 +3,8 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/maphash"
-	"io"
-	"net/http"
 	"slices"
 	"sync"
 
@@ -21,9 +18,9 @@ import (
 // go-openai would encode it on every request, and encoding/json checks
 // and compacts every schema it copies, which was the largest single cost
 // of a turn. So a model encodes each tool set once, leaves the field empty
-// in the go-openai request, and recordingDoer writes the bytes into the
-// body on the way out (spliceTools). The body is the same as go-openai
-// would have sent, with "tools" first.
+// in the go-openai request, and puts the bytes first in the body it
+// encodes (encodeBody). The body is the same as go-openai would have sent,
+// with "tools" first.
 
 // maxToolSets bounds the encoded tool sets a model keeps: one per
 // distinct set of tools a channel's policy leaves. Past it, the cache
@@ -96,36 +93,4 @@ func sameSpecs(a, b []agent.ToolSpec) bool {
 	return slices.EqualFunc(a, b, func(x, y agent.ToolSpec) bool {
 		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Schema, y.Schema)
 	})
-}
-
-// spliceTools puts the encoded tools array into a request body that
-// go-openai encoded without one: {"tools":[…],<the rest>}. The body is one
-// buffer, which net/http writes as it is: a reader of several parts was
-// copied through buffers allocated for each request (io.MultiReader's
-// WriteTo, net.TCPConn's ReadFrom), a third of a turn's allocations.
-func spliceTools(req *http.Request, tools []byte) error {
-	if req.Body == nil || req.ContentLength < 2 {
-		return errors.New("openai: a request with tools has no body")
-	}
-	defer req.Body.Close()
-	const head = `{"tools":`
-	body := make([]byte, len(head)+len(tools)+int(req.ContentLength))
-	n := copy(body, head)
-	n += copy(body[n:], tools)
-	rest := body[n:] // "{…}", whose brace becomes the comma
-	if _, err := io.ReadFull(req.Body, rest); err != nil {
-		return fmt.Errorf("openai: reading the request body: %w", err)
-	}
-	switch {
-	case rest[0] != '{':
-		return errors.New("openai: the request body is not a JSON object")
-	case rest[1] == '}': // no other field: {"tools":[…]}
-		body = append(body[:n], '}')
-	default:
-		rest[0] = ','
-	}
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	req.ContentLength = int64(len(body))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return nil
 }

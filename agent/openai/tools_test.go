@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -18,8 +15,8 @@ import (
 	"github.com/firstmate/firstmate/internal/fakellm"
 )
 
-// The body with the tools put in apart is the body go-openai would have
-// encoded with them, field for field, on every attempt of a call.
+// The body sent on every attempt of a call is the body go-openai would
+// have encoded with the tools, byte for byte, "tools" first.
 func TestToolsInTheBodyAsGoOpenAIWould(t *testing.T) {
 	srv := fakellm.New(t, fakellm.WithReplies(fakellm.Error(500, "boom"), fakellm.Text("ok")))
 	m, _ := newModel(t, srv)
@@ -34,37 +31,116 @@ func TestToolsInTheBodyAsGoOpenAIWould(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("%d requests, want 2 (a 500, then the retry)", len(reqs))
 	}
-
 	creq, _, err := (&Model{cfg: m.cfg, tools: newToolSets()}).chatRequest(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools := slices.SortedFunc(slices.Values(req.Tools), byName)
-	for _, tl := range tools {
-		creq.Tools = append(creq.Tools, goai.Tool{Type: goai.ToolTypeFunction, Function: &goai.FunctionDefinition{
-			Name: tl.Name, Description: tl.Description, Parameters: schemaOf(tl)}})
-	}
-	want, err := json.Marshal(creq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := goOpenAIBody(t, creq, req.Tools)
 	for i, r := range reqs {
-		if n := bytes.Count(r.Body, []byte(`"tools":`)); n != 1 {
-			t.Errorf("attempt %d: %d tools fields in %s", i+1, n, r.Body)
-		}
-		var got, exp map[string]any
-		if err := json.Unmarshal(r.Body, &got); err != nil {
-			t.Fatalf("attempt %d: body is not JSON: %v\n%s", i+1, err, r.Body)
-		}
-		if err := json.Unmarshal(want, &exp); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, exp) {
+		if !bytes.Equal(r.Body, want) {
 			t.Errorf("attempt %d body:\n%s\nwant (as go-openai encodes it):\n%s", i+1, r.Body, want)
 		}
 		if !strings.Contains(string(r.Body), `"parameters":{"type":"object","properties":{}}`) {
 			t.Errorf("attempt %d: the schema was not compacted: %s", i+1, r.Body)
 		}
+	}
+}
+
+// goOpenAIBody is creq with tools as go-openai encodes it, with the
+// "tools" field moved first.
+func goOpenAIBody(t *testing.T, creq goai.ChatCompletionRequest, tools []agent.ToolSpec) []byte {
+	t.Helper()
+	rest, err := json.Marshal(creq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools) == 0 {
+		return rest
+	}
+	var list []goai.Tool
+	for _, tl := range slices.SortedFunc(slices.Values(tools), byName) {
+		list = append(list, goai.Tool{Type: goai.ToolTypeFunction, Function: &goai.FunctionDefinition{
+			Name: tl.Name, Description: tl.Description, Parameters: schemaOf(tl)}})
+	}
+	encoded, err := json.Marshal(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Appendf(nil, `{"tools":%s,%s`, encoded, rest[1:])
+}
+
+// Model's own encoding of a request is go-openai's, byte for byte, for
+// every kind of request chatRequest makes: both tool protocols, with and
+// without tools, temperature and token limits (plain and reasoning
+// models), a history of calls and results (malformed ones too), and text
+// that encoders treat specially (HTML, line and paragraph separators,
+// invalid UTF-8, control characters, quotes, non-ASCII).
+func TestBodyAsGoOpenAIWould(t *testing.T) {
+	odd := "<b>&amp;</b> \u2028\u2029 \xff\xfe \x00\x01\x1f\x7f \"q\" \\ \t\r\n é 😀 \ud7ff\ue000 </script>"
+	history := []agent.Message{
+		{Role: agent.RoleUser, Content: "list " + odd},
+		{Role: agent.RoleAssistant, Content: "Looking " + odd, ToolCalls: []agent.ToolCall{
+			{ID: "call_1", Name: "ls", Args: json.RawMessage(`{"path":"` + strings.ReplaceAll(odd, `"`, `'`) + `"}`)},
+			{ID: "call_2", Name: "", Args: json.RawMessage(`{broken`)},
+			{ID: "call_3", Name: "read", Args: nil},
+		}},
+		{Role: agent.RoleTool, ToolCallID: "call_1", ToolName: "ls", Content: "a.txt\n" + odd},
+		{Role: agent.RoleTool, ToolCallID: "call_2", Content: "whatever"},
+		{Role: agent.RoleTool, ToolCallID: "call_3", ToolName: "read", Content: ""},
+		{Role: agent.RoleAssistant, Content: ""},
+		{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{{ID: "call_4", Name: "jobs", Args: json.RawMessage(`{}`)}}},
+		{Role: agent.RoleTool, ToolCallID: "call_4", ToolName: "jobs", Content: "none"},
+		{Role: agent.RoleUser, Content: ""},
+		{Role: agent.RoleAssistant, Content: strings.Repeat("long answer ", 2000)},
+		{Role: agent.RoleUser, Content: "and now?"},
+	}
+	half, zero := 0.7, 0.0
+	for _, model := range []string{"fake-model", "o3-mini", "gpt-5"} {
+		for _, proto := range []ToolProtocol{ToolsNative, ToolsText} {
+			for _, temp := range []*float64{nil, &zero, &half} {
+				for _, maxTokens := range []int{0, 1000} {
+					for _, tools := range [][]agent.ToolSpec{nil, testTools} {
+						for _, system := range []string{"", "You are firstmate. " + odd} {
+							cfg := Config{BaseURL: "http://127.0.0.1:1", Model: model, ToolProtocol: proto, Temperature: temp, MaxTokens: maxTokens}
+							cfg, err := cfg.withDefaults()
+							if err != nil {
+								t.Fatal(err)
+							}
+							m := &Model{cfg: cfg, tools: newToolSets()}
+							req := &agent.Request{System: system, Messages: history, Tools: tools}
+							creq, encoded, err := m.chatRequest(req)
+							if err != nil {
+								t.Fatal(err)
+							}
+							got, err := encodeBody(&creq, encoded)
+							if err != nil {
+								t.Fatal(err)
+							}
+							var want []byte
+							if proto == ToolsNative {
+								want = goOpenAIBody(t, creq, tools)
+							} else {
+								want = goOpenAIBody(t, creq, nil)
+							}
+							if !bytes.Equal(got, want) {
+								t.Fatalf("%s %v temperature %v max %d, %d tools, system %q:\n got %s\nwant %s",
+									model, proto, temp, maxTokens, len(tools), system, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// A message of parts (which Model never makes) is refused, not sent
+// without its parts.
+func TestBodyRefusesMultiContent(t *testing.T) {
+	creq := goai.ChatCompletionRequest{Model: "m", Messages: []goai.ChatCompletionMessage{
+		{Role: "user", MultiContent: []goai.ChatMessagePart{{Type: goai.ChatMessagePartTypeText, Text: "hi"}}}}}
+	if _, err := encodeBody(&creq, nil); err == nil {
+		t.Error("a message of parts was encoded")
 	}
 }
 
@@ -177,53 +253,9 @@ func BenchmarkChatRequestTools(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			body, err := json.Marshal(creq)
-			if err != nil {
-				b.Fatal(err)
-			}
-			hr, _ := http.NewRequest("POST", "http://127.0.0.1:1", bytes.NewReader(body))
-			if err := spliceTools(hr, tools); err != nil {
+			if _, err := encodeBody(&creq, tools); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-}
-
-// The splice keeps every byte of the body, whatever its shape, and refuses
-// what is not a JSON object.
-func TestSpliceTools(t *testing.T) {
-	tools := []byte(`[{"type":"function","function":{"name":"ls"}}]`)
-	for _, tt := range []struct{ body, want string }{
-		{`{}`, `{"tools":[{"type":"function","function":{"name":"ls"}}]}`},
-		{`{"model":"m","stream":true}`, `{"tools":[{"type":"function","function":{"name":"ls"}}],"model":"m","stream":true}`},
-		{`[]`, ""},
-		{`"x"`, ""},
-	} {
-		r, err := http.NewRequest("POST", "http://127.0.0.1:1", strings.NewReader(tt.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = spliceTools(r, tools)
-		if tt.want == "" {
-			if err == nil {
-				t.Errorf("%s: spliced, want an error", tt.body)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", tt.body, err)
-		}
-		got, _ := io.ReadAll(r.Body)
-		again, _ := r.GetBody()
-		twice, _ := io.ReadAll(again)
-		if string(got) != tt.want || string(twice) != tt.want || r.ContentLength != int64(len(tt.want)) {
-			t.Errorf("%s: body %s (again %s, length %d), want %s", tt.body, got, twice, r.ContentLength, tt.want)
-		}
-	}
-	// A body shorter than it says is an error, not a truncated request.
-	r, _ := http.NewRequest("POST", "http://127.0.0.1:1", strings.NewReader(`{"model":"m"}`))
-	r.ContentLength = 100
-	if err := spliceTools(r, tools); err == nil {
-		t.Error("a short body was spliced")
-	}
 }
