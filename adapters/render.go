@@ -261,6 +261,7 @@ func (t *turn) Emit(ctx context.Context, ev agent.Event) error {
 	}
 	now := time.Now()
 	var wait *batch
+	quiet := false // nothing the writer shows changed: it need not look
 	switch ev := ev.(type) {
 	case agent.TurnStarted:
 		t.progress.Apply(ev, now)
@@ -286,12 +287,18 @@ func (t *turn) Emit(ctx context.Context, ev agent.Event) error {
 		// before then shows it in its summary.
 		t.progress.Apply(ev, now)
 	case agent.TextDelta:
-		t.progress.Apply(ev, now)
+		changed := t.progress.Apply(ev, now)
 		if ev.Text != "" && !t.ended {
-			if t.live.first.IsZero() {
+			first := t.live.first.IsZero()
+			if first {
 				t.live.first = now
 			}
+			step := t.live.written.Len() == t.live.step
 			t.live.written.WriteString(ev.Text)
+			// A model streams its answer a few characters at a time. Until
+			// the answer shows as it is written (LiveAfter), the writer
+			// needs to hear only of the first piece of each step.
+			quiet = !changed && !first && !step && now.Before(t.live.first.Add(t.pace.LiveAfter))
 		}
 	case agent.Answer:
 		t.progress.Apply(ev, now)
@@ -315,7 +322,9 @@ func (t *turn) Emit(ctx context.Context, ev agent.Event) error {
 		wait = t.ask(ctx, ev)
 	}
 	t.mu.Unlock()
-	t.poke()
+	if !quiet {
+		t.poke()
+	}
 	if wait == nil {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -939,4 +940,31 @@ func TestNoticeShowsSkillsAndServers(t *testing.T) {
 		}
 		end(r, th)
 	})
+}
+
+// BenchmarkStreamedAnswer is a turn whose answer streams in as a model
+// sends it, four characters a piece, quicker than LiveAfter: the writer
+// hears of the first piece, not of each. (Between two pieces the model's
+// reader waits for the network, and the writer gets to run.)
+func BenchmarkStreamedAnswer(b *testing.B) {
+	p := slackPace()
+	p.Posts = []*Bucket{NewBucket(time.Microsecond, 1<<20)} // no waits for the pace
+	f := newFake(p)
+	r := NewRenderer(ModeFull, nil)
+	defer r.Close(context.Background())
+	ctx := context.Background()
+	answer := strings.Repeat("word ", 20)
+	b.ReportAllocs()
+	for b.Loop() {
+		th := r.Thread(channel{f})
+		th.Emit(ctx, agent.TurnStarted{})
+		for i := 0; i < len(answer); i += 4 {
+			th.Emit(ctx, agent.TextDelta{Text: answer[i:min(i+4, len(answer))]})
+			runtime.Gosched()
+		}
+		if err := th.Emit(ctx, agent.Answer{Text: answer, Steps: 1}); err != nil {
+			b.Fatal(err)
+		}
+		th.(io.Closer).Close()
+	}
 }
