@@ -101,3 +101,96 @@ func TestBudgetReadOnceATurn(t *testing.T) {
 }
 
 func today() string { return time.Now().UTC().Format(time.DateOnly) }
+
+// usageAdds records the tokens of each add to a channel's count, and can
+// make the next commit, or the next renewal of a lease, fail as if another
+// replica had taken the session.
+type usageAdds struct {
+	agent.Store
+	loseAtCommit, loseAtRenew atomic.Bool
+	adds                      chan int64
+}
+
+func (s *usageAdds) AddUsage(ctx context.Context, ch agent.SessionKey, day string, n int64) (int64, error) {
+	s.adds <- n
+	return s.Store.AddUsage(ctx, ch, day, n)
+}
+
+func (s *usageAdds) Commit(ctx context.Context, key agent.SessionKey, owner string, consumed int, turn []agent.Message, out *agent.Outbound) error {
+	if s.loseAtCommit.CompareAndSwap(true, false) {
+		return agent.ErrLeaseLost
+	}
+	return s.Store.Commit(ctx, key, owner, consumed, turn, out)
+}
+
+func (s *usageAdds) Renew(ctx context.Context, key agent.SessionKey, owner string, ttl time.Duration) error {
+	if s.loseAtRenew.CompareAndSwap(true, false) {
+		return agent.ErrLeaseLost
+	}
+	return s.Store.Renew(ctx, key, owner, ttl)
+}
+
+// A turn that ends without a commit still counts the tokens it spent: all
+// of them when the commit fails, and those of its finished model calls
+// when it loses its lease mid-turn (a channel with no budget counts only
+// at the end of a turn, so these adds are the only count).
+func TestUsageCountedWithoutCommit(t *testing.T) {
+	ch := agent.SessionKey{Platform: "test", Chat: "B1"}
+	firstAdd := func(t *testing.T, st *usageAdds) int64 {
+		t.Helper()
+		select {
+		case n := <-st.adds:
+			return n
+		case <-time.After(10 * time.Second):
+			t.Fatal("no tokens were counted")
+			return 0
+		}
+	}
+
+	t.Run("commit fails", func(t *testing.T) {
+		var calls atomic.Int32
+		m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
+			r := answerWith("ok")
+			if calls.Add(1)%3 != 0 {
+				r = &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call("c", "read", `{"text":"x"}`)}}}
+			}
+			r.Usage = agent.Usage{PromptTokens: 40, CompletionTokens: 10}
+			return r, nil
+		}}
+		st := &usageAdds{Store: openStore(t), adds: make(chan int64, 16)}
+		st.loseAtCommit.Store(true)
+		cfg := agent.DispatcherConfig{Tools: govTools(), Loop: &agent.Loop{Model: m}}
+		cfg.Admins = func(platform, id string) bool { return id == "U9" }
+		h := startHarness(t, st, cfg)
+		h.submit(t, agent.Inbound{Key: ch, MessageID: "m1", User: agent.User{ID: "U9"}, Text: "hi", Addressed: true})
+		if n := firstAdd(t, st); n != 150 {
+			t.Errorf("the failed commit's turn counted %d tokens, want 150 (three calls of 50)", n)
+		}
+		h.stop()
+	})
+
+	t.Run("lease lost mid-turn", func(t *testing.T) {
+		var calls atomic.Int32
+		st := &usageAdds{Store: openStore(t), adds: make(chan int64, 16)}
+		m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+			if calls.Add(1) == 1 {
+				r := &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call("c", "read", `{"text":"x"}`)}}}
+				r.Usage = agent.Usage{PromptTokens: 40, CompletionTokens: 10}
+				return r, nil
+			}
+			// The second call is still out when the renewal finds the lease
+			// gone; its tokens are never known.
+			st.loseAtRenew.Store(true)
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		}}
+		cfg := agent.DispatcherConfig{Tools: govTools(), Loop: &agent.Loop{Model: m}, LeaseTTL: 600 * time.Millisecond}
+		cfg.Admins = func(platform, id string) bool { return id == "U9" }
+		h := startHarness(t, st, cfg)
+		h.submit(t, agent.Inbound{Key: ch, MessageID: "m1", User: agent.User{ID: "U9"}, Text: "hi", Addressed: true})
+		if n := firstAdd(t, st); n != 50 {
+			t.Errorf("the turn that lost its lease counted %d tokens, want 50 (its first call)", n)
+		}
+		h.stop()
+	})
+}
