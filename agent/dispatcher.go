@@ -113,6 +113,7 @@ type Dispatcher struct {
 type session struct {
 	running bool
 	again   bool // a message arrived after the running turn claimed its mailbox
+	held    bool // queued again with its lease kept: messages wait (see work)
 	stop    bool // stop was asked before the turn could be cancelled
 	claimed int  // mailbox entries the running turn answers
 	started time.Time
@@ -328,6 +329,19 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		cancelTurns(ErrShutdown)
 		<-done
 	}
+	// Sessions queued again with their lease kept (see work): let the
+	// leases go, so that another replica takes them at once.
+	d.mu.Lock()
+	var held []SessionKey
+	for key, s := range d.sessions {
+		if s.held && !s.running {
+			held = append(held, key)
+		}
+	}
+	d.mu.Unlock()
+	for _, key := range held {
+		d.abandon(context.WithoutCancel(ctx), key, d.log.With("session", key.String()))
+	}
 	d.replies.Wait()
 	return nil
 }
@@ -461,16 +475,32 @@ func (d *Dispatcher) work(ctx context.Context) {
 			d.queue = nil // let go of the array a burst grew
 		}
 		s := d.sessions[key]
-		s.running = true
+		s.running, s.held = true, false
 		d.mu.Unlock()
 
 		for {
-			d.runSession(ctx, key, s)
+			more := d.runSession(ctx, key, s)
 			d.mu.Lock()
-			if s.again && !d.closing {
+			if more && !d.closing && len(d.queue) > 0 {
+				// Other sessions wait for a worker: this one, its lease
+				// kept, goes behind them, so that on a busy replica every
+				// session gets its turns in its turn, not the ones that
+				// answer quickest.
+				s.running, s.held, s.again = false, true, false
+				d.queue = append(d.queue, key)
+				d.mu.Unlock()
+				break
+			}
+			if (more || s.again) && !d.closing {
 				s.again = false
 				d.mu.Unlock()
 				continue
+			}
+			if more {
+				// Shutting down with the lease kept: let it go at once.
+				d.mu.Unlock()
+				d.abandon(context.WithoutCancel(ctx), key, d.log.With("session", key.String()))
+				d.mu.Lock()
 			}
 			delete(d.sessions, key)
 			if len(d.sessions) == 0 {
@@ -487,8 +517,9 @@ func (d *Dispatcher) work(ctx context.Context) {
 }
 
 // runSession runs turns for key while its mailbox has messages and this
-// process holds the lease.
-func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session) {
+// process holds the lease, or until other sessions wait for a worker: then
+// it reports more, the lease kept and messages waiting.
+func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session) (more bool) {
 	log := d.log.With("session", key.String())
 	// Store calls after the turn must work even when ctx was cancelled.
 	bg := context.WithoutCancel(ctx)
@@ -540,7 +571,13 @@ func (d *Dispatcher) runSession(ctx context.Context, key SessionKey, s *session)
 			return
 		}
 		if pending == 0 {
-			return
+			return false
+		}
+		d.mu.Lock()
+		others := len(d.queue) > 0
+		d.mu.Unlock()
+		if others {
+			return true
 		}
 	}
 }

@@ -274,6 +274,87 @@ func TestDispatcherRunsSessionsInParallel(t *testing.T) {
 	}
 }
 
+// On a busy dispatcher a session whose next message came during its turn
+// goes behind the sessions already waiting for a worker, rather than
+// taking the worker again at once: with one worker, A's first turn, then
+// B's, then A's second.
+func TestDispatcherFairShare(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	first := make(chan struct{})
+	release := make(chan struct{})
+	m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+		text := strings.TrimPrefix(lastUser(req), "[ann] ")
+		mu.Lock()
+		order = append(order, text)
+		n := len(order)
+		mu.Unlock()
+		if n == 1 {
+			close(first)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return answerWith("ok " + text), nil
+	}}
+	h := newHarness(t, m, 1)
+	h.submit(t, inbound(keyA, "a1", "A1"))
+	<-first
+	// A1's turn runs; A2 comes for the same session, B1 for another.
+	h.submit(t, inbound(keyA, "a2", "A2"))
+	h.submit(t, inbound(keyB, "b1", "B1"))
+	close(release)
+	h.idle(t, keyA)
+	h.idle(t, keyB)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(order, []string{"A1", "B1", "A2"}) {
+		t.Fatalf("turns ran in the order %q, want A1, B1, A2", order)
+	}
+}
+
+// A session queued again with its lease kept (see TestDispatcherFairShare)
+// lets the lease go at shutdown: another replica takes it at once, not
+// when the lease runs out.
+func TestDispatcherFairShareShutdown(t *testing.T) {
+	started := make(chan string, 4)
+	m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+		text := strings.TrimPrefix(lastUser(req), "[ann] ")
+		started <- text
+		if text == "A1" {
+			return answerWith("ok"), nil
+		}
+		<-ctx.Done() // B1 runs until the shutdown cuts it short
+		return nil, context.Cause(ctx)
+	}}
+	st := openStore(t)
+	gate := make(chan struct{})
+	slow := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+		if strings.HasSuffix(lastUser(req), "A1") {
+			<-gate
+		}
+		return m.f(ctx, req)
+	}}
+	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: slow}, Workers: 1, LeaseTTL: time.Hour, Grace: 50 * time.Millisecond})
+	h.submit(t, inbound(keyA, "a1", "A1"))
+	waitFor(t, func() bool { return slow.inFlight.Load() == 1 })
+	h.submit(t, inbound(keyA, "a2", "A2"))
+	h.submit(t, inbound(keyB, "b1", "B1"))
+	close(gate)
+	for _, want := range []string{"A1", "B1"} {
+		if got := <-started; got != want {
+			t.Fatalf("turn %q started, want %q", got, want)
+		}
+	}
+	h.stop()
+	// A waits with A2, its lease (an hour long) let go.
+	if _, err := st.Claim(t.Context(), keyA, agent.Owner("other", 1), time.Second); err != nil {
+		t.Fatalf("another replica could not take the queued session: %v", err)
+	}
+}
+
 func TestDispatcherBoundedWorkers(t *testing.T) {
 	gate := make(chan struct{})
 	m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
