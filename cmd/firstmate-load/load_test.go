@@ -249,6 +249,37 @@ func TestPercentiles(t *testing.T) {
 	}
 }
 
+// The steady rate leaves out a slow start and a slow drain: 1000 answers,
+// the middle 800 at 500 a second, the first and last 100 at 10 a second.
+func TestSteadyRate(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	var shown []time.Time
+	at := t0
+	for i := range 1000 {
+		switch {
+		case i <= 100 || i > 900:
+			at = at.Add(100 * time.Millisecond)
+		default:
+			at = at.Add(2 * time.Millisecond)
+		}
+		shown = append(shown, at)
+	}
+	slices.Reverse(shown) // in any order
+	if r := steadyRate(shown); r < 499 || r > 501 {
+		t.Errorf("steady rate %.1f a second, want 500", r)
+	}
+	if overall := 1000 / at.Sub(t0).Seconds(); overall > 60 {
+		t.Fatalf("the test's overall rate is %.1f, want it low", overall)
+	}
+	if r := steadyRate(shown[:99]); r != 0 {
+		t.Errorf("steady rate of 99 answers %.1f, want 0", r)
+	}
+	same := make([]time.Time, 200)
+	if r := steadyRate(same); r != 0 {
+		t.Errorf("steady rate of answers at one instant %.1f, want 0", r)
+	}
+}
+
 func TestFlags(t *testing.T) {
 	var stderr bytes.Buffer
 	cfg, err := parseFlags(strings.Fields("-platform telegram -replicas 2 -sessions 1000 -messages 5000 -dup 0.1 -env A=1 -env B=2"), &stderr)

@@ -22,11 +22,14 @@ type Report struct {
 	ToolsPerTurn int     `json:"tools_per_turn"`
 	CPUs         int     `json:"cpus"` // of this machine, which runs everything
 
-	DurationS      float64 `json:"duration_s"` // first message sent to last answer shown
-	Turns          int64   `json:"turns"`      // answers the model gave
-	TurnsPerS      float64 `json:"turns_per_s"`
-	AnsweredPerS   float64 `json:"answered_per_s"` // messages answered a second
-	ModelCallsTurn float64 `json:"model_requests_per_turn"`
+	DurationS    float64 `json:"duration_s"` // first message sent to last answer shown
+	Turns        int64   `json:"turns"`      // answers the model gave
+	TurnsPerS    float64 `json:"turns_per_s"`
+	AnsweredPerS float64 `json:"answered_per_s"` // messages answered a second
+	// SteadyAnsweredPerS leaves out the start and the drain: answers a
+	// second between the 10th and the 90th percentile answer.
+	SteadyAnsweredPerS float64 `json:"steady_answered_per_s"`
+	ModelCallsTurn     float64 `json:"model_requests_per_turn"`
 
 	// LatencyMS is from the platform handing a message to the bot to its
 	// answer first showing, less the model's set time for the turn.
@@ -151,6 +154,9 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	p("throughput: %.1f turns/s, %.1f answers/s (%d turns in %.2fs, %.2f model requests a turn)",
 		r.TurnsPerS, r.AnsweredPerS, r.Turns, r.DurationS, r.ModelCallsTurn)
+	if r.SteadyAnsweredPerS > 0 {
+		p("  %.1f answers/s from the 10th to the 90th percentile answer (without the start and the drain)", r.SteadyAnsweredPerS)
+	}
 	p("latency, ingress to answer less the model's time: p50 %.1fms  p95 %.1fms  p99 %.1fms  max %.1fms",
 		r.LatencyMS.P50, r.LatencyMS.P95, r.LatencyMS.P99, r.LatencyMS.Max)
 	p("messages: %d answered, %d lost, %d answered twice, %d out of order; %d redelivered by the platform",

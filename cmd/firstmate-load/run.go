@@ -396,6 +396,7 @@ func (r *runner) load(ctx context.Context) error {
 			rep.AnsweredPerS = float64(o.answered) / d.Seconds()
 		}
 	}
+	rep.SteadyAnsweredPerS = o.steady
 	if turns > 0 {
 		n := float64(turns)
 		rep.ModelCallsTurn = float64(requests) / n

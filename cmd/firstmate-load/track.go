@@ -147,6 +147,7 @@ type outcome struct {
 	slowest                                 []string // the slowest few, with their latency
 	latencies                               []time.Duration
 	first, last                             time.Time // first message sent, last first answer
+	steady                                  float64   // answers a second in the middle of the run (steadyRate)
 }
 
 const examples = 10
@@ -180,6 +181,13 @@ func (t *tracker) summarize(model time.Duration) outcome {
 		bySession[id.session] = append(bySession[id.session], id)
 	}
 	o.last = t.last
+	var shown []time.Time
+	for _, m := range t.msgs {
+		if len(m.answers) > 0 {
+			shown = append(shown, m.shown)
+		}
+	}
+	o.steady = steadyRate(shown)
 	var slow []msgID
 	for id, m := range t.msgs {
 		if len(m.answers) > 0 {
@@ -225,4 +233,23 @@ func (t *tracker) reset() {
 	t.answered = 0
 	t.last = time.Time{}
 	t.wake = map[int]chan struct{}{}
+}
+
+// steadyRate is the rate of answers between the tenth and the ninetieth
+// percentile of the times they were shown: the run without its start
+// (every session's first message at once) and its drain (the last
+// sessions, each paced by its platform to about an answer a second, and
+// the cores idle). 0 for fewer than 100 answers.
+func steadyRate(shown []time.Time) float64 {
+	if len(shown) < 100 {
+		return 0
+	}
+	shown = slices.Clone(shown)
+	slices.SortFunc(shown, time.Time.Compare)
+	lo, hi := len(shown)/10, len(shown)*9/10
+	d := shown[hi].Sub(shown[lo])
+	if d <= 0 {
+		return 0
+	}
+	return float64(hi-lo) / d.Seconds()
 }
