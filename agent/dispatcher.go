@@ -315,8 +315,20 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		t.Stop()
 		delete(d.retries, key)
 	}
+	// Sessions queued again with their lease kept (see work) will not be
+	// taken from the queue now: let their leases go, so that another
+	// replica takes them at once.
+	var held []SessionKey
+	for key, s := range d.sessions {
+		if s.held && !s.running {
+			held = append(held, key)
+		}
+	}
 	d.cond.Broadcast()
 	d.mu.Unlock()
+	for _, key := range held {
+		d.abandon(context.WithoutCancel(ctx), key, d.log.With("session", key.String()))
+	}
 
 	done := make(chan struct{})
 	go func() { d.workers.Wait(); close(done) }()
@@ -328,19 +340,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		d.log.Warn("cancelling running turns at shutdown", "grace", d.cfg.Grace)
 		cancelTurns(ErrShutdown)
 		<-done
-	}
-	// Sessions queued again with their lease kept (see work): let the
-	// leases go, so that another replica takes them at once.
-	d.mu.Lock()
-	var held []SessionKey
-	for key, s := range d.sessions {
-		if s.held && !s.running {
-			held = append(held, key)
-		}
-	}
-	d.mu.Unlock()
-	for _, key := range held {
-		d.abandon(context.WithoutCancel(ctx), key, d.log.With("session", key.String()))
 	}
 	d.replies.Wait()
 	return nil

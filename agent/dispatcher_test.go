@@ -316,8 +316,8 @@ func TestDispatcherFairShare(t *testing.T) {
 }
 
 // A session queued again with its lease kept (see TestDispatcherFairShare)
-// lets the lease go at shutdown: another replica takes it at once, not
-// when the lease runs out.
+// lets the lease go when shutdown begins: another replica takes it at
+// once, not when the lease runs out, nor after the running turns' grace.
 func TestDispatcherFairShareShutdown(t *testing.T) {
 	started := make(chan string, 4)
 	m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
@@ -337,7 +337,7 @@ func TestDispatcherFairShareShutdown(t *testing.T) {
 		}
 		return m.f(ctx, req)
 	}}
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: slow}, Workers: 1, LeaseTTL: time.Hour, Grace: 50 * time.Millisecond})
+	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: slow}, Workers: 1, LeaseTTL: time.Hour, Grace: 3 * time.Second})
 	h.submit(t, inbound(keyA, "a1", "A1"))
 	waitFor(t, func() bool { return slow.inFlight.Load() == 1 })
 	h.submit(t, inbound(keyA, "a2", "A2"))
@@ -348,10 +348,25 @@ func TestDispatcherFairShareShutdown(t *testing.T) {
 			t.Fatalf("turn %q started, want %q", got, want)
 		}
 	}
-	h.stop()
-	// A waits with A2, its lease (an hour long) let go.
-	if _, err := st.Claim(t.Context(), keyA, agent.Owner("other", 1), time.Second); err != nil {
-		t.Fatalf("another replica could not take the queued session: %v", err)
+	stopped := make(chan struct{})
+	go func() { h.stop(); close(stopped) }()
+	// A waits with A2, its lease (an hour long) let go while B1 still runs
+	// in its grace.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		_, err := st.Claim(t.Context(), keyA, agent.Owner("other", 1), time.Second)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, agent.ErrLeaseHeld) || time.Now().After(deadline) {
+			t.Fatalf("another replica could not take the queued session: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case <-stopped:
+		t.Fatal("the dispatcher stopped before B1's grace was over")
+	default:
 	}
 }
 
