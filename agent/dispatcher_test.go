@@ -174,6 +174,7 @@ func (h *harness) idle(t *testing.T, key agent.SessionKey) {
 
 var keyA = agent.SessionKey{Platform: "test", Chat: "C1", Thread: "t1"}
 var keyB = agent.SessionKey{Platform: "test", Chat: "C1", Thread: "t2"}
+var keyC = agent.SessionKey{Platform: "test", Chat: "C1", Thread: "t3"}
 
 func TestDispatcherDedupAndHistory(t *testing.T) {
 	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
@@ -342,6 +343,10 @@ func TestDispatcherFairShareShutdown(t *testing.T) {
 	waitFor(t, func() bool { return slow.inFlight.Load() == 1 })
 	h.submit(t, inbound(keyA, "a2", "A2"))
 	h.submit(t, inbound(keyB, "b1", "B1"))
+	// While A1's answer is shown its worker is parked, and another takes
+	// B1; C1 is still waiting when A1's worker is done, so A goes behind
+	// it whichever worker took B1.
+	h.submit(t, inbound(keyC, "c1", "C1"))
 	close(gate)
 	for _, want := range []string{"A1", "B1"} {
 		if got := <-started; got != want {
