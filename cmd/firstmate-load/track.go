@@ -181,19 +181,15 @@ func (t *tracker) summarize(model time.Duration) outcome {
 		bySession[id.session] = append(bySession[id.session], id)
 	}
 	o.last = t.last
+	var slow []msgID
 	var shown []time.Time
-	for _, m := range t.msgs {
+	for id, m := range t.msgs {
 		if len(m.answers) > 0 {
+			slow = append(slow, id)
 			shown = append(shown, m.shown)
 		}
 	}
 	o.steady = steadyRate(shown)
-	var slow []msgID
-	for id, m := range t.msgs {
-		if len(m.answers) > 0 {
-			slow = append(slow, id)
-		}
-	}
 	latency := func(id msgID) time.Duration { return t.msgs[id].shown.Sub(t.msgs[id].sent) }
 	slices.SortFunc(slow, func(a, b msgID) int { return cmp.Compare(latency(b), latency(a)) })
 	for _, id := range slow[:min(len(slow), examples)] {
@@ -239,12 +235,11 @@ func (t *tracker) reset() {
 // percentile of the times they were shown: the run without its start
 // (every session's first message at once) and its drain (the last
 // sessions, each paced by its platform to about an answer a second, and
-// the cores idle). 0 for fewer than 100 answers.
+// the cores idle). 0 for fewer than 100 answers. It sorts shown.
 func steadyRate(shown []time.Time) float64 {
 	if len(shown) < 100 {
 		return 0
 	}
-	shown = slices.Clone(shown)
 	slices.SortFunc(shown, time.Time.Compare)
 	lo, hi := len(shown)/10, len(shown)*9/10
 	d := shown[hi].Sub(shown[lo])
