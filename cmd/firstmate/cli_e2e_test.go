@@ -317,7 +317,14 @@ func TestServeStartLineAndChatBeside(t *testing.T) {
 			start = l
 		}
 	}
-	want := map[string]any{"version": versionString(), "command": "serve", "model": "fake-model",
+	// The binary's version is what it says itself: Go stamps a build inside
+	// a git checkout with the commit (unless -buildvcs=false), the test
+	// binary never.
+	out, _, code := runBinary(t, nil, "", "version")
+	if code != 0 {
+		t.Fatalf("version: exit %d %q", code, out)
+	}
+	want := map[string]any{"version": strings.TrimPrefix(strings.TrimSpace(out), "firstmate "), "command": "serve", "model": "fake-model",
 		"store": "embedded " + filepath.Join(data, "firstmate.db"), "platforms": "telegram (long polling)"}
 	for k, v := range want {
 		if start[k] != v {
