@@ -81,17 +81,17 @@ type noArgs struct{}
 
 func testTools(t testing.TB) *tools.Set {
 	return tools.NewSet([]tools.Tool{
-		tools.New("echo", "echoes text", func(_ context.Context, _ *tools.Workspace, a echoArgs) (tools.Result, error) {
+		tools.New("echo", tools.PowerRead, "echoes text", func(_ context.Context, _ *tools.Workspace, a echoArgs) (tools.Result, error) {
 			return tools.Result{Text: a.Text, Summary: "echoed"}, nil
 		}),
-		tools.New("fail", "always fails", func(context.Context, *tools.Workspace, noArgs) (tools.Result, error) {
+		tools.New("fail", tools.PowerRead, "always fails", func(context.Context, *tools.Workspace, noArgs) (tools.Result, error) {
 			return tools.Result{}, fmt.Errorf("disk on fire")
 		}),
-		tools.New("block", "waits until cancelled", func(ctx context.Context, _ *tools.Workspace, _ noArgs) (tools.Result, error) {
+		tools.New("block", tools.PowerRead, "waits until cancelled", func(ctx context.Context, _ *tools.Workspace, _ noArgs) (tools.Result, error) {
 			<-ctx.Done()
 			return tools.Result{}, ctx.Err()
 		}),
-		tools.New("noop", "does nothing", func(context.Context, *tools.Workspace, noArgs) (tools.Result, error) {
+		tools.New("noop", tools.PowerRead, "does nothing", func(context.Context, *tools.Workspace, noArgs) (tools.Result, error) {
 			return tools.Result{Text: "ok", Summary: "ok"}, nil
 		}),
 	})

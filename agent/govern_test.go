@@ -106,8 +106,9 @@ func TestCommandsWithArguments(t *testing.T) {
 // govTools have the names of real tools, so groups apply.
 func govTools() *tools.Set {
 	var ts []tools.Tool
+	powers := map[string]tools.Power{"shell": tools.PowerExec, "start": tools.PowerExec, "read": tools.PowerRead, "grep": tools.PowerRead, "fetch": tools.PowerWeb}
 	for _, name := range []string{"shell", "start", "read", "grep", "fetch"} {
-		ts = append(ts, tools.New(name, name+" tool", func(_ context.Context, _ *tools.Workspace, a echoArgs) (tools.Result, error) {
+		ts = append(ts, tools.New(name, powers[name], name+" tool", func(_ context.Context, _ *tools.Workspace, a echoArgs) (tools.Result, error) {
 			return tools.Result{Text: name + " ran: " + a.Text, Summary: "ran"}, nil
 		}))
 	}

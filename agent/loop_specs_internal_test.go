@@ -10,7 +10,7 @@ import (
 )
 
 func namedTool(name string) tools.Tool {
-	return tools.New(name, "A tool.", func(context.Context, *tools.Workspace, struct{}) (tools.Result, error) {
+	return tools.New(name, tools.PowerRead, "A tool.", func(context.Context, *tools.Workspace, struct{}) (tools.Result, error) {
 		return tools.Result{}, nil
 	})
 }

@@ -331,7 +331,7 @@ func TestRunWhileToolsArePending(t *testing.T) {
 		type cmd struct {
 			Command string `json:"command"`
 		}
-		spec := tools.New("shell", "runs a command", func(context.Context, *tools.Workspace, cmd) (tools.Result, error) {
+		spec := tools.New("shell", tools.PowerExec, "runs a command", func(context.Context, *tools.Workspace, cmd) (tools.Result, error) {
 			t.Error("the provisional shell ran")
 			return tools.Result{}, nil
 		})
@@ -375,7 +375,7 @@ func TestRunWhileToolsArePending(t *testing.T) {
 		default:
 		}
 		why := "the sandbox is unavailable: user namespaces are disabled"
-		p.Settle(tools.NewSet(testTools(t).Tools(), tools.WithUnavailable("shell", why)))
+		p.Settle(tools.NewSet(testTools(t).Tools(), tools.WithUnavailable("shell", tools.PowerExec, why)))
 		out = <-done
 		if res := out.Messages[2].Content; !strings.Contains(res, "shell is unavailable here: "+why) {
 			t.Fatalf("the waiting call got %q", res)

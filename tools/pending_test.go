@@ -15,7 +15,7 @@ type cmdArgs struct {
 
 // shellLike is a tool named shell that answers text.
 func shellLike(t *testing.T, text string) Tool {
-	return New("shell", "run a command", func(_ context.Context, _ *Workspace, a cmdArgs) (Result, error) {
+	return New("shell", PowerExec, "run a command", func(_ context.Context, _ *Workspace, a cmdArgs) (Result, error) {
 		if text == "" {
 			t.Error("the provisional shell ran; only the final set's may")
 		}
@@ -24,7 +24,7 @@ func shellLike(t *testing.T, text string) Tool {
 }
 
 func echoTool() Tool {
-	return New("echo", "echo", func(_ context.Context, _ *Workspace, a struct {
+	return New("echo", PowerRead, "echo", func(_ context.Context, _ *Workspace, a struct {
 		S string `json:"s"`
 	}) (Result, error) {
 		return Result{Text: a.S}, nil
@@ -101,7 +101,7 @@ func TestPendingFailedIsUnavailable(t *testing.T) {
 		synctest.Wait()
 
 		why := "the sandbox is unavailable: user namespaces are disabled"
-		p.Settle(NewSet([]Tool{echoTool()}, WithUnavailable("shell", why)))
+		p.Settle(NewSet([]Tool{echoTool()}, WithUnavailable("shell", PowerExec, why)))
 		r := <-done
 		if !errors.Is(r.err, ErrUnavailable) || !strings.Contains(r.res.Text, why) || r.res.Summary != "shell is unavailable here" {
 			t.Fatalf("the waiting call: %+v %v", r.res, r.err)

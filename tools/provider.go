@@ -19,11 +19,11 @@ type Provider interface {
 }
 
 // UnavailableProvider is a Provider that also names tools it cannot
-// offer, and why (an MCP tool whose input schema is not valid). A call of
-// one fails with that reason, and policy may name it.
+// offer, with their power and why (an MCP tool whose input schema is not
+// valid). A call of one fails with that reason, and policy may name it.
 type UnavailableProvider interface {
 	Provider
-	Unavailable() map[string]string
+	Unavailable() map[string]Missing
 }
 
 // StartingProvider is a Provider whose first tools come a while after
@@ -126,7 +126,7 @@ func (l *live) build() *liveView {
 		live:      l,
 	}
 	if s.missing == nil {
-		s.missing = map[string]string{}
+		s.missing = map[string]Missing{}
 	}
 	for _, p := range b.providers {
 		for _, t := range p.Tools() {

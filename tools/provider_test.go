@@ -31,10 +31,14 @@ func (p *fakeProvider) Changed() <-chan struct{} {
 	return p.changed
 }
 
-func (p *fakeProvider) Unavailable() map[string]string {
+func (p *fakeProvider) Unavailable() map[string]Missing {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.unavailable
+	out := map[string]Missing{}
+	for n, why := range p.unavailable {
+		out[n] = Missing{Power: MCPPower("srv"), Reason: why}
+	}
+	return out
 }
 
 func (p *fakeProvider) set(unavailable map[string]string, ts ...Tool) {
@@ -46,7 +50,7 @@ func (p *fakeProvider) set(unavailable map[string]string, ts ...Tool) {
 }
 
 func named(name string) Tool {
-	return New(name, "says "+name, func(context.Context, *Workspace, struct{}) (Result, error) {
+	return New(name, MCPPower("srv"), "says "+name, func(context.Context, *Workspace, struct{}) (Result, error) {
 		return Result{Text: name}, nil
 	})
 }
@@ -114,7 +118,7 @@ func TestSetProviderWithPending(t *testing.T) {
 	if got := early.Current().Names(); !slices.Equal(got, []string{"notes__echo", "shell"}) {
 		t.Fatalf("before the check: %v", got)
 	}
-	pend.Settle(NewSet(nil, WithProvider(p), WithUnavailable("shell", "no sandbox")))
+	pend.Settle(NewSet(nil, WithProvider(p), WithUnavailable("shell", PowerExec, "no sandbox")))
 	final := early.Current()
 	if got := final.Names(); !slices.Equal(got, []string{"notes__echo"}) {
 		t.Fatalf("after the check: %v", got)

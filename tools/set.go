@@ -36,7 +36,7 @@ type Set struct {
 	byName    map[string]Tool
 	maxResult int
 	redact    *strings.Replacer
-	missing   map[string]string // tool name → why it is not offered
+	missing   map[string]Missing // tool name → its power, and why it is not offered
 	pending   *Pending          // the check the held tools wait for
 	held      map[string]bool   // tools whose calls run in pending's final set
 	providers []Provider        // where tools that change at run time come from
@@ -65,19 +65,30 @@ func WithSecrets(secrets ...string) SetOption {
 	}
 }
 
-// WithUnavailable names a tool that is not offered to the model because
-// this host cannot run it, and why. A call of it fails with that reason
-// (not as an unknown tool), and policy may still name it.
-func WithUnavailable(name, reason string) SetOption {
+// Missing is a tool that is known but not offered: its power, so that
+// policy governs it like the others, and why it is not offered.
+type Missing struct {
+	Power  Power
+	Reason string
+}
+
+// WithUnavailable names a tool, with its power, that is not offered to the
+// model because this host cannot run it, and why. A call of it fails with
+// that reason (not as an unknown tool), and policy may still name it.
+func WithUnavailable(name string, power Power, reason string) SetOption {
 	return func(s *Set) {
-		if s.missing == nil {
-			s.missing = map[string]string{}
+		if err := power.Validate(); err != nil {
+			panic("tools: unavailable " + name + ": " + err.Error())
 		}
-		s.missing[name] = reason
+		if s.missing == nil {
+			s.missing = map[string]Missing{}
+		}
+		s.missing[name] = Missing{power, reason}
 	}
 }
 
-// NewSet builds a set. Two tools with one name is a programming error.
+// NewSet builds a set. Two tools with one name, or a tool without a
+// power, is a programming error: a tool nobody governs is not registered.
 func NewSet(tools []Tool, opts ...SetOption) *Set {
 	s := &Set{byName: make(map[string]Tool, len(tools)), maxResult: DefaultMaxResult}
 	for _, o := range opts {
@@ -86,6 +97,9 @@ func NewSet(tools []Tool, opts ...SetOption) *Set {
 	for _, t := range tools {
 		if _, dup := s.byName[t.Name()]; dup {
 			panic("tools: duplicate tool " + t.Name())
+		}
+		if err := t.Power().Validate(); err != nil {
+			panic("tools: tool " + t.Name() + ": " + err.Error())
 		}
 		s.byName[t.Name()] = t
 		s.tools = append(s.tools, t)
@@ -131,7 +145,19 @@ func (s *Set) Known() []string {
 // Unavailable returns why the named tool is not offered, if it is not.
 func (s *Set) Unavailable(name string) (string, bool) {
 	r, ok := s.view().missing[name]
-	return r, ok
+	return r.Reason, ok
+}
+
+// PowerOf returns the power of a known tool (offered or unavailable).
+func (s *Set) PowerOf(name string) (Power, bool) {
+	s = s.view()
+	if t, ok := s.byName[name]; ok {
+		return t.Power(), true
+	}
+	if u, ok := s.missing[name]; ok {
+		return u.Power, true
+	}
+	return "", false
 }
 
 // Get returns the named tool.
@@ -152,8 +178,8 @@ func (s *Set) Check(name string, args json.RawMessage) error {
 	}
 	t, ok := s.byName[name]
 	if !ok {
-		if why, ok := s.missing[name]; ok {
-			return fmt.Errorf("%s is %w here: %s", name, ErrUnavailable, why)
+		if u, ok := s.missing[name]; ok {
+			return fmt.Errorf("%s is %w here: %s", name, ErrUnavailable, u.Reason)
 		}
 		return fmt.Errorf("%w %q; the tools are: %s", ErrUnknownTool, name, strings.Join(s.Names(), ", "))
 	}

@@ -15,6 +15,8 @@ import (
 // function; the schema is derived from the arguments struct.
 type Tool interface {
 	Name() string
+	// Power is what the tool can do, the policy group it is governed by.
+	Power() Power
 	Description() string
 	// Schema is the JSON Schema of the arguments object.
 	Schema() json.RawMessage
@@ -56,18 +58,23 @@ func (e *ArgsError) Unwrap() error { return e.Err }
 
 type typed[A any] struct {
 	name, desc string
+	power      Power
 	schema     json.RawMessage
 	params     []string
 	resolved   *jsonschema.Resolved
 	fn         func(context.Context, *Workspace, A) (Result, error)
 }
 
-// New builds a tool from a function of a struct type A. A's JSON field
-// names are the argument names; fields without omitempty are required; a
-// `jsonschema:"…"` tag is the argument's description. Unknown fields are
-// rejected. New panics if A cannot be described by a schema: that is a
-// programming error found by any test that lists the tools.
-func New[A any](name, description string, fn func(ctx context.Context, ws *Workspace, args A) (Result, error)) Tool {
+// New builds a tool with its power from a function of a struct type A.
+// A's JSON field names are the argument names; fields without omitempty
+// are required; a `jsonschema:"…"` tag is the argument's description.
+// Unknown fields are rejected. New panics if A cannot be described by a
+// schema or the power is not one: that is a programming error found by
+// any test that lists the tools.
+func New[A any](name string, power Power, description string, fn func(ctx context.Context, ws *Workspace, args A) (Result, error)) Tool {
+	if err := power.Validate(); err != nil {
+		panic(fmt.Sprintf("tools.New(%s): %v", name, err))
+	}
 	s, err := jsonschema.For[A](nil)
 	if err != nil {
 		panic(fmt.Sprintf("tools.New(%s): %v", name, err))
@@ -80,10 +87,11 @@ func New[A any](name, description string, fn func(ctx context.Context, ws *Works
 	if err != nil {
 		panic(fmt.Sprintf("tools.New(%s): %v", name, err))
 	}
-	return &typed[A]{name: name, desc: description, schema: raw, params: s.PropertyOrder, resolved: resolved, fn: fn}
+	return &typed[A]{name: name, power: power, desc: description, schema: raw, params: s.PropertyOrder, resolved: resolved, fn: fn}
 }
 
 func (t *typed[A]) Name() string            { return t.name }
+func (t *typed[A]) Power() Power            { return t.power }
 func (t *typed[A]) Description() string     { return t.desc }
 func (t *typed[A]) Schema() json.RawMessage { return t.schema }
 func (t *typed[A]) Params() []string        { return t.params }

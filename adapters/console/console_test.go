@@ -255,7 +255,7 @@ func askDispatcher(t *testing.T, c *Console) *agent.Dispatcher {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := tools.NewSet([]tools.Tool{tools.New("noop", "does nothing", func(context.Context, *tools.Workspace, struct{}) (tools.Result, error) {
+	set := tools.NewSet([]tools.Tool{tools.New("noop", tools.PowerRead, "does nothing", func(context.Context, *tools.Workspace, struct{}) (tools.Result, error) {
 		return tools.Result{Text: "ran", Summary: "ran"}, nil
 	})})
 	d := agent.NewDispatcher(agent.DispatcherConfig{Store: st, Loop: &agent.Loop{Model: askModel{}}, WorkspaceDir: dir, Tools: set,

@@ -127,11 +127,7 @@ func startToolbox(ctx context.Context, cfg *config.Config, env func(string) (str
 	decide := func(sb *sandbox.Sandbox, line string, err error) *tools.Set {
 		if err != nil {
 			b.shellErr, b.sandbox = err, err.Error()
-			unavailable := make([]tools.SetOption, len(shell.Names))
-			for i, n := range shell.Names {
-				unavailable[i] = tools.WithUnavailable(n, err.Error())
-			}
-			return tools.NewSet(base, slices.Concat(opts, unavailable)...)
+			return tools.NewSet(base, slices.Concat(opts, shell.Unavailable(err.Error()))...)
 		}
 		b.sandbox, b.sb = line, sb
 		b.shell = shell.New(shellConfig(cfg, sb, jobs))
@@ -279,7 +275,7 @@ func otherTools(cfg *config.Config, jobs jobPlace) ([]tools.Tool, []tools.SetOpt
 		}
 		all = append(all, t)
 	} else {
-		opts = append(opts, tools.WithUnavailable("search", "no search engine is configured; an operator can set web.search.url (or FIRSTMATE_SEARCH_URL) to a SearXNG instance"))
+		opts = append(opts, tools.WithUnavailable("search", tools.PowerWeb, "no search engine is configured; an operator can set web.search.url (or FIRSTMATE_SEARCH_URL) to a SearXNG instance"))
 	}
 	return all, append(opts, tools.WithSecrets(cfg.Secrets()...)), nil
 }
@@ -308,9 +304,7 @@ type jobPlace struct {
 func scheduleTools(cfg *config.Config, jobs jobPlace, all []tools.Tool) ([]tools.Tool, []tools.SetOption) {
 	var opts []tools.SetOption
 	unavailable := func(why string, names ...string) {
-		for _, n := range names {
-			opts = append(opts, tools.WithUnavailable(n, why))
-		}
+		opts = append(opts, schedule.Unavailable(why, names...)...)
 	}
 	switch {
 	case cfg.Schedules.PerChannel == 0:

@@ -42,7 +42,7 @@ type noArgs struct{}
 
 // dispatcherOn runs a real Dispatcher on s until the test ends.
 func dispatcherOn(tb testing.TB, s *Store) (*agent.Dispatcher, *answers) {
-	set := tools.NewSet([]tools.Tool{tools.New("noop", "does nothing", func(context.Context, *tools.Workspace, noArgs) (tools.Result, error) {
+	set := tools.NewSet([]tools.Tool{tools.New("noop", tools.PowerRead, "does nothing", func(context.Context, *tools.Workspace, noArgs) (tools.Result, error) {
 		return tools.Result{Text: "ok"}, nil
 	})})
 	a := &answers{}

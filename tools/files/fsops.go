@@ -18,7 +18,7 @@ type MkdirArgs struct {
 
 // Mkdir is the mkdir tool.
 func Mkdir(opts Options) tools.Tool {
-	return tools.New("mkdir", "Create a directory, and any missing parent directories. An existing directory is left as it is.",
+	return tools.New("mkdir", tools.PowerWrite, "Create a directory, and any missing parent directories. An existing directory is left as it is.",
 		func(ctx context.Context, ws *tools.Workspace, a MkdirArgs) (tools.Result, error) {
 			rel, err := tools.CleanFilePath(a.Path)
 			if err != nil {
@@ -43,7 +43,7 @@ type DeleteArgs struct {
 
 // Delete is the delete tool. A symlink is deleted itself, never its target.
 func Delete(opts Options) tools.Tool {
-	return tools.New("delete", "Delete a file, a symlink (the link itself, not what it points to) or a directory. "+
+	return tools.New("delete", tools.PowerWrite, "Delete a file, a symlink (the link itself, not what it points to) or a directory. "+
 		"A directory that is not empty needs recursive=true. The workspace root cannot be deleted.",
 		func(ctx context.Context, ws *tools.Workspace, a DeleteArgs) (tools.Result, error) {
 			fi, err := ws.Remove(a.Path, a.Recursive)
@@ -70,7 +70,7 @@ type MoveArgs struct {
 
 // Move is the move tool: rename, or move into a directory.
 func Move(opts Options) tools.Tool {
-	return tools.New("move", "Move or rename a file, symlink or directory inside the workspace. "+
+	return tools.New("move", tools.PowerWrite, "Move or rename a file, symlink or directory inside the workspace. "+
 		"If to is an existing directory, from is moved into it; an existing file at to is replaced. Missing parent directories are created.",
 		func(ctx context.Context, ws *tools.Workspace, a MoveArgs) (tools.Result, error) {
 			src, err := tools.CleanPath(a.From)
@@ -135,7 +135,7 @@ func Copy(opts Options) tools.Tool {
 		"If to is an existing directory, the copy goes into it; an existing file at to is replaced. "+
 		"Symlinks and special files inside a copied directory are skipped. Up to %s per file, %s per call.",
 		tools.FormatSize(o.MaxWriteBytes), tools.FormatSize(o.MaxCopyBytes))
-	return tools.New("copy", desc, func(ctx context.Context, ws *tools.Workspace, a CopyArgs) (tools.Result, error) {
+	return tools.New("copy", tools.PowerWrite, desc, func(ctx context.Context, ws *tools.Workspace, a CopyArgs) (tools.Result, error) {
 		return o.copy(ctx, ws, a)
 	})
 }

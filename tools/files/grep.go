@@ -30,7 +30,7 @@ func Grep(opts Options) tools.Tool {
 	desc := fmt.Sprintf("Search text files for lines matching a Go regular expression (RE2 syntax: no backreferences or lookaround). "+
 		"Prints path:line: text for each match, at most %d matches. Searches a directory recursively, or one file; "+
 		"glob narrows which files. Binary files, files over %s and symlinks are skipped.", o.MaxMatches, tools.FormatSize(o.MaxFileBytes))
-	return tools.New("grep", desc, func(ctx context.Context, ws *tools.Workspace, a GrepArgs) (tools.Result, error) {
+	return tools.New("grep", tools.PowerRead, desc, func(ctx context.Context, ws *tools.Workspace, a GrepArgs) (tools.Result, error) {
 		return o.grep(ctx, ws, a)
 	})
 }

@@ -27,7 +27,7 @@ func Ls(opts Options) tools.Tool {
 	desc := fmt.Sprintf("List a directory of the workspace as an indented tree: directories end in /, files show their size, "+
 		"symlinks show as name -> target (not followed). depth sets how many levels are shown (default %d, at most %d); "+
 		"directories below that show how many entries they hold. At most %d entries are shown.", defaultDepth, maxDepth, o.MaxEntries)
-	return tools.New("ls", desc, func(ctx context.Context, ws *tools.Workspace, a LsArgs) (tools.Result, error) {
+	return tools.New("ls", tools.PowerRead, desc, func(ctx context.Context, ws *tools.Workspace, a LsArgs) (tools.Result, error) {
 		return o.ls(ctx, ws, a)
 	})
 }
@@ -188,7 +188,7 @@ func Find(opts Options) tools.Tool {
 	o := opts.withDefaults()
 	desc := fmt.Sprintf("Find files and directories whose path matches a glob, e.g. *.go, **/*_test.go, docs/**/*.md. "+
 		"Results are workspace paths in sorted order (directories end in /), at most %d. Symlinked directories are not searched.", o.MaxEntries)
-	return tools.New("find", desc, func(ctx context.Context, ws *tools.Workspace, a FindArgs) (tools.Result, error) {
+	return tools.New("find", tools.PowerRead, desc, func(ctx context.Context, ws *tools.Workspace, a FindArgs) (tools.Result, error) {
 		return o.find(ctx, ws, a)
 	})
 }

@@ -25,7 +25,7 @@ func Read(opts Options) tools.Tool {
 		"for a bigger file, or to page through, give offset (first line, from 1) and limit. "+
 		"Lines longer than %d bytes are cut. Binary files are refused.",
 		o.MaxLines, tools.FormatSize(o.MaxReadBytes), o.MaxLineBytes)
-	return tools.New("read", desc, func(ctx context.Context, ws *tools.Workspace, a ReadArgs) (tools.Result, error) {
+	return tools.New("read", tools.PowerRead, desc, func(ctx context.Context, ws *tools.Workspace, a ReadArgs) (tools.Result, error) {
 		return o.read(ctx, ws, a)
 	})
 }

@@ -19,7 +19,7 @@ func SendFile(opts Options) tools.Tool {
 	o := opts.withDefaults()
 	desc := fmt.Sprintf("Attach a file from the workspace to your answer, so the people in the chat get it as a file "+
 		"(up to %s). Write the file first; call this once per file.", tools.FormatSize(o.MaxSendBytes))
-	return tools.New("send_file", desc, func(ctx context.Context, ws *tools.Workspace, a SendFileArgs) (tools.Result, error) {
+	return tools.New("send_file", tools.PowerSend, desc, func(ctx context.Context, ws *tools.Workspace, a SendFileArgs) (tools.Result, error) {
 		rel, err := tools.CleanFilePath(a.Path)
 		if err != nil {
 			return tools.Result{}, err

@@ -20,7 +20,7 @@ func Write(opts Options) tools.Tool {
 	desc := fmt.Sprintf("Create a file, or replace one completely, with the given content (up to %s). "+
 		"Missing parent directories are created. To change part of an existing file, use edit instead.",
 		tools.FormatSize(o.MaxWriteBytes))
-	return tools.New("write", desc, func(ctx context.Context, ws *tools.Workspace, a WriteArgs) (tools.Result, error) {
+	return tools.New("write", tools.PowerWrite, desc, func(ctx context.Context, ws *tools.Workspace, a WriteArgs) (tools.Result, error) {
 		rel, err := tools.CleanFilePath(a.Path)
 		if err != nil {
 			return tools.Result{}, err
@@ -60,7 +60,7 @@ func Edit(opts Options) tools.Tool {
 	desc := "Replace an exact piece of text in a file. old must match the file exactly (whitespace included) " +
 		"and occur once; include a few surrounding lines to make it unique, or set all=true to replace every occurrence. " +
 		"Read the file first. The file is rewritten atomically; if old is not found, nothing changes."
-	return tools.New("edit", desc, func(ctx context.Context, ws *tools.Workspace, a EditArgs) (tools.Result, error) {
+	return tools.New("edit", tools.PowerWrite, desc, func(ctx context.Context, ws *tools.Workspace, a EditArgs) (tools.Result, error) {
 		return o.edit(ws, a)
 	})
 }

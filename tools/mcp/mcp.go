@@ -126,7 +126,7 @@ type Hub struct {
 	updating    sync.Mutex // one update at a time, so that the last one wins
 	mu          sync.Mutex
 	tools       []tools.Tool
-	unavailable map[string]string
+	unavailable map[string]tools.Missing
 	changed     chan struct{}
 
 	// started is set by Start; settled is closed once every server has
@@ -154,7 +154,7 @@ func New(cfg Config) *Hub {
 	if cfg.StartWait <= 0 {
 		cfg.StartWait = DefaultStartWait
 	}
-	h := &Hub{cfg: cfg, log: log, changed: make(chan struct{}), unavailable: map[string]string{}, settled: make(chan struct{})}
+	h := &Hub{cfg: cfg, log: log, changed: make(chan struct{}), unavailable: map[string]tools.Missing{}, settled: make(chan struct{})}
 	secrets := slices.Clone(cfg.Secrets)
 	for _, s := range cfg.Servers {
 		for _, v := range s.Headers {
@@ -314,7 +314,7 @@ func (h *Hub) Changed() <-chan struct{} {
 }
 
 // Unavailable names the servers' tools that are not offered, and why.
-func (h *Hub) Unavailable() map[string]string {
+func (h *Hub) Unavailable() map[string]tools.Missing {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.unavailable
@@ -325,12 +325,12 @@ func (h *Hub) update() {
 	h.updating.Lock()
 	defer h.updating.Unlock()
 	var all []tools.Tool
-	unavailable := map[string]string{}
+	unavailable := map[string]tools.Missing{}
 	for _, s := range h.servers {
 		ts, un := s.listing()
 		all = append(all, ts...)
 		for n, why := range un {
-			unavailable[n] = why
+			unavailable[n] = tools.Missing{Power: tools.MCPPower(s.cfg.Name), Reason: why}
 		}
 	}
 	slices.SortFunc(all, func(a, b tools.Tool) int { return strings.Compare(a.Name(), b.Name()) })

@@ -74,6 +74,7 @@ type remoteTool struct {
 }
 
 func (t *remoteTool) Name() string            { return t.name }
+func (t *remoteTool) Power() tools.Power      { return tools.MCPPower(t.srv.cfg.Name) }
 func (t *remoteTool) Description() string     { return t.desc }
 func (t *remoteTool) Schema() json.RawMessage { return t.schema }
 func (t *remoteTool) Params() []string        { return t.params }

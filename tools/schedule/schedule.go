@@ -134,6 +134,16 @@ type Config struct {
 // Names are the tools this package provides, sorted.
 var Names = []string{"schedule", "schedules", "unschedule", "wait", "wait_for_job"}
 
+// Unavailable names the tools called names (of [Names]) as known but not
+// offered, and why: policy still governs them.
+func Unavailable(why string, names ...string) []tools.SetOption {
+	opts := make([]tools.SetOption, len(names))
+	for i, n := range names {
+		opts[i] = tools.WithUnavailable(n, tools.PowerLater, why)
+	}
+	return opts
+}
+
 // Tools returns the tools over cfg.Scheduler.
 func Tools(cfg Config) []tools.Tool {
 	if cfg.TimeZone == "" {
@@ -141,13 +151,13 @@ func Tools(cfg Config) []tools.Tool {
 	}
 	t := &toolset{cfg: cfg}
 	out := []tools.Tool{
-		tools.New("schedule", fmt.Sprintf(scheduleDesc, cfg.TimeZone, Round(cfg.MinInterval)), t.schedule),
-		tools.New("schedules", schedulesDesc, t.list),
-		tools.New("unschedule", unscheduleDesc, t.unschedule),
-		tools.New("wait", fmt.Sprintf(waitDesc, Round(cfg.MaxWait)), t.wait),
+		tools.New("schedule", tools.PowerLater, fmt.Sprintf(scheduleDesc, cfg.TimeZone, Round(cfg.MinInterval)), t.schedule),
+		tools.New("schedules", tools.PowerLater, schedulesDesc, t.list),
+		tools.New("unschedule", tools.PowerLater, unscheduleDesc, t.unschedule),
+		tools.New("wait", tools.PowerLater, fmt.Sprintf(waitDesc, Round(cfg.MaxWait)), t.wait),
 	}
 	if cfg.Jobs != nil {
-		out = append(out, tools.New("wait_for_job", fmt.Sprintf(waitJobDesc, Round(cfg.MaxWait)), t.waitJob))
+		out = append(out, tools.New("wait_for_job", tools.PowerLater, fmt.Sprintf(waitJobDesc, Round(cfg.MaxWait)), t.waitJob))
 	}
 	return out
 }

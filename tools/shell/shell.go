@@ -70,16 +70,26 @@ func New(cfg Config) *Shell {
 	return s
 }
 
-// Names are the tools this package provides.
+// Names are the tools this package provides; all run commands.
 var Names = []string{"jobs", "shell", "start", "stop"}
+
+// Unavailable names this package's tools as known but not offered, and
+// why (no working sandbox): policy still governs them.
+func Unavailable(why string) []tools.SetOption {
+	opts := make([]tools.SetOption, len(Names))
+	for i, n := range Names {
+		opts[i] = tools.WithUnavailable(n, tools.PowerExec, why)
+	}
+	return opts
+}
 
 // Tools returns shell, start, jobs and stop.
 func (s *Shell) Tools() []tools.Tool {
 	return []tools.Tool{
-		tools.New("shell", s.shellDesc(), s.shell),
-		tools.New("start", startDesc, s.jobs.start),
-		tools.New("jobs", jobsDesc, s.jobs.list),
-		tools.New("stop", stopDesc, s.jobs.stop),
+		tools.New("shell", tools.PowerExec, s.shellDesc(), s.shell),
+		tools.New("start", tools.PowerExec, startDesc, s.jobs.start),
+		tools.New("jobs", tools.PowerExec, jobsDesc, s.jobs.list),
+		tools.New("stop", tools.PowerExec, stopDesc, s.jobs.stop),
 	}
 }
 

@@ -36,7 +36,7 @@ type Tool struct {
 
 // Tool returns the skill tool over the catalog.
 func (c *Catalog) Tool() *Tool {
-	return &Tool{tools.New(ToolName, toolDescription, func(ctx context.Context, ws *tools.Workspace, a Args) (tools.Result, error) {
+	return &Tool{tools.New(ToolName, tools.PowerSkills, toolDescription, func(ctx context.Context, ws *tools.Workspace, a Args) (tools.Result, error) {
 		return c.call(ctx, ws, a)
 	})}
 }
@@ -60,6 +60,26 @@ func (t *Tool) SkillName(args json.RawMessage) string {
 	}
 	return key(name)
 }
+
+// Needs implements [tools.Scoped]: a call needs its skill's power
+// (skill:NAME) and, to read one of the skill's other files, read: a file
+// copied into a skill's folder is a workspace file like any other, and
+// what read denies must not come out this way.
+func (t *Tool) Needs(args json.RawMessage) []tools.Power {
+	name := t.SkillName(args)
+	if name == "" {
+		return nil
+	}
+	var a struct {
+		File string `json:"file"`
+	}
+	if json.Unmarshal(args, &a) == nil && strings.TrimSpace(a.File) != "" {
+		return []tools.Power{tools.SkillPower(name), tools.PowerRead}
+	}
+	return []tools.Power{tools.SkillPower(name)}
+}
+
+var _ tools.Scoped = (*Tool)(nil)
 
 func (c *Catalog) call(ctx context.Context, ws *tools.Workspace, a Args) (tools.Result, error) {
 	name := strings.TrimSpace(a.Name)

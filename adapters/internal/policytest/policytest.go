@@ -53,8 +53,10 @@ func New(t testing.TB, chat agent.SessionKey, admins []string, extra ...string) 
 		t.Fatalf("skills: %v", p)
 	}
 	var ts []tools.Tool
+	powers := map[string]tools.Power{"ls": tools.PowerRead, "read": tools.PowerRead, "shell": tools.PowerExec, "start": tools.PowerExec,
+		Server + "__search": tools.MCPPower(Server), Server + "__add": tools.MCPPower(Server)}
 	for _, name := range []string{"ls", "read", "shell", "start", Server + "__search", Server + "__add"} {
-		ts = append(ts, tools.New(name, name+" tool", func(context.Context, *tools.Workspace, struct{}) (tools.Result, error) {
+		ts = append(ts, tools.New(name, powers[name], name+" tool", func(context.Context, *tools.Workspace, struct{}) (tools.Result, error) {
 			return tools.Result{Text: "ok"}, nil
 		}))
 	}
