@@ -2,6 +2,7 @@ package tools
 
 import (
 	"math/rand/v2"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -36,5 +37,22 @@ func TestDirNameInjective(t *testing.T) {
 			t.Fatalf("DirName(%q) = DirName(%q) = %q", n, prev, d)
 		}
 		seen[d] = n
+	}
+}
+
+// The shell names a job's space from the workspace it runs in, and a tool
+// with no workspace (firstmate admin) from the channel's name: both must
+// find the same space.
+func TestJobSpaceIsTheWorkspaceDirectory(t *testing.T) {
+	base := t.TempDir()
+	for _, name := range []string{"slack:T1:C1:", "telegram::-100123:", "console:::", strings.Repeat("x:", 120)} {
+		ws, err := OpenWorkspace(base, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := JobSpace(name), filepath.Base(ws.Dir()); got != want {
+			t.Errorf("JobSpace(%q) = %q; its workspace directory is %q", name, got, want)
+		}
+		ws.Close()
 	}
 }

@@ -25,6 +25,14 @@ type Job struct {
 	Tail    []string  `json:"tail,omitempty"`  // the last lines of its output
 	// CPU is the CPU time the job's processes have used, as of Seen.
 	CPU time.Duration `json:"cpu,omitempty"`
+	// Session is the conversation the job was started from ([Call].Session),
+	// User and UserName the person who started it: where a word about the
+	// job goes, and whose power it spends while it runs. They are empty for
+	// a job started outside a conversation, and in records written before
+	// they were kept.
+	Session  string `json:"session,omitempty"`
+	User     string `json:"user,omitempty"`
+	UserName string `json:"user_name,omitempty"`
 	// StopAsked is who asked it to stop, filled by Jobs from the request
 	// AskStop left; it is not part of what PutJob writes, so an owner's
 	// update never wipes a request out.
@@ -53,6 +61,12 @@ type JobBoard interface {
 	// DropJob forgets job id and any request to stop it.
 	DropJob(ctx context.Context, space string, id int) error
 }
+
+// JobSpace is the board's space of the channel whose workspace is called
+// name (the name given to [OpenWorkspace]): the workspace directory's name,
+// so a space is the same on every replica whatever its data dir is called,
+// and a tool that holds only the workspace finds it from its directory.
+func JobSpace(name string) string { return DirName(name) }
 
 // ErrNoJob is returned by [JobBoard.AskStop] for a job the board does not
 // hold.

@@ -44,7 +44,8 @@ func (s suite) testJobBoard(t *testing.T) {
 	}
 
 	started := time.Now().Truncate(time.Millisecond)
-	j1 := tools.Job{ID: 1, Owner: "web-0#3", Command: "npm run dev", Log: ".jobs/1.log", Started: started, Seen: started}
+	j1 := tools.Job{ID: 1, Owner: "web-0#3", Command: "npm run dev", Log: ".jobs/1.log", Started: started, Seen: started,
+		Session: "slack:T1:C1:1700000000.000100", User: "U2", UserName: "Ann Ö"}
 	j2 := tools.Job{ID: 2, Owner: "web-1#1", Command: "make", Log: ".jobs/2.log", Started: started, Seen: started}
 	for _, j := range []tools.Job{j2, j1} {
 		if err := b.PutJob(ctx, space, j); err != nil {
@@ -152,7 +153,7 @@ func wantJobs(t *testing.T, b tools.JobBoard, space string, want ...tools.Job) {
 		g, w := got[i], want[i]
 		if g.ID != w.ID || g.Owner != w.Owner || g.Command != w.Command || g.Log != w.Log || g.State != w.State ||
 			g.StopAsked != w.StopAsked || !g.Started.Equal(w.Started) || !g.Seen.Equal(w.Seen) || !g.Ended.Equal(w.Ended) ||
-			fmt.Sprint(g.Tail) != fmt.Sprint(w.Tail) {
+			fmt.Sprint(g.Tail) != fmt.Sprint(w.Tail) || g.Session != w.Session || g.User != w.User || g.UserName != w.UserName {
 			t.Errorf("Jobs(%s)[%d] = %+v; want %+v", space, i, g, w)
 		}
 	}

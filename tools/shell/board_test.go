@@ -66,6 +66,23 @@ func TestJobsAcrossReplicas(t *testing.T) {
 	}
 }
 
+// A job records on the board the conversation and the person that started
+// it, so that whoever guards it and whoever lists it knows whose it is.
+func TestJobRecordsWhoStartedIt(t *testing.T) {
+	e := newEnv(t, Config{})
+	by := tools.Call{Session: "slack:T1:C1:1700000000.000100", User: "U2", UserName: "Ann", ID: "call_1"}
+	if _, err := e.callAs(by, e.ws, "start", map[string]any{"command": "sleep 60"}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := e.sh.jobs.board.Jobs(context.Background(), space(e.ws))
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("board = %+v, %v", jobs, err)
+	}
+	if j := jobs[0]; j.Session != by.Session || j.User != by.User || j.UserName != by.UserName {
+		t.Fatalf("the job's record = %+v; want it started by %+v", j, by)
+	}
+}
+
 // A job whose replica died (its beats stopped) is shown as lost, no longer
 // counts against the limit, and stop marks it ended.
 func TestJobOfDeadReplicaIsLost(t *testing.T) {

@@ -70,6 +70,7 @@ type job struct {
 	command string
 	log     string // workspace-relative
 	started time.Time
+	by      tools.Call // the conversation and person that started it
 	proc    *sandbox.Process
 	out     *logWriter
 	done    chan struct{}
@@ -97,7 +98,8 @@ func (j *job) record(owner string) tools.Job {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return tools.Job{ID: j.id, Owner: owner, Command: j.command, Log: j.log, Started: j.started,
-		Seen: time.Now(), Ended: j.ended, State: j.state, Tail: j.out.lastLines(5), CPU: j.cpu}
+		Seen: time.Now(), Ended: j.ended, State: j.state, Tail: j.out.lastLines(5), CPU: j.cpu,
+		Session: j.by.Session, User: j.by.User, UserName: j.by.UserName}
 }
 
 // kill stops j on behalf of by.
@@ -144,9 +146,9 @@ func (js *jobs) close() {
 	js.wg.Wait()
 }
 
-// space is the board's name for ws: its directory's name, which is the
-// channel's, made safe (tools.DirName), and the same on every replica
-// whatever the data dir is called.
+// space is the board's name for ws: its directory's name, which is
+// tools.JobSpace of the channel's name (the workspace holds only its
+// directory).
 func space(ws *tools.Workspace) string { return filepath.Base(ws.Dir()) }
 
 func (js *jobs) lost(j tools.Job) bool {
@@ -215,7 +217,8 @@ func (js *jobs) start(ctx context.Context, ws *tools.Workspace, a startArgs) (to
 		f.Close()
 		return tools.Result{}, err
 	}
-	j := &job{id: id, space: sp, dir: dir, command: a.Command, log: logPath, started: time.Now(), proc: p, out: out, done: make(chan struct{})}
+	by, _ := tools.CallFrom(ctx)
+	j := &job{id: id, space: sp, dir: dir, command: a.Command, log: logPath, started: time.Now(), by: by, proc: p, out: out, done: make(chan struct{})}
 	if err := js.board.PutJob(ctx, sp, j.record(js.owner)); err != nil {
 		// A job nobody could see or stop from another replica must not run.
 		j.proc.Kill()

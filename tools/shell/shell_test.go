@@ -64,6 +64,14 @@ func (e *env) call(ws *tools.Workspace, name string, args any) (tools.Result, er
 	return e.set.Call(context.Background(), ws, name, raw)
 }
 
+// callAs calls a tool as the agent loop does, for the person and the
+// conversation in by.
+func (e *env) callAs(by tools.Call, ws *tools.Workspace, name string, args any) (tools.Result, error) {
+	e.t.Helper()
+	raw, _ := json.Marshal(args)
+	return e.set.Call(tools.WithCall(context.Background(), by), ws, name, raw)
+}
+
 func (e *env) must(ws *tools.Workspace, name string, args any) tools.Result {
 	e.t.Helper()
 	res, err := e.call(ws, name, args)
