@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,8 +27,9 @@ type JobLimits struct {
 	// are stopped and no job starts (default 1 h).
 	CPU time.Duration
 	// Beat is how often this replica writes its running jobs to the board
-	// (their output's last lines, that they are alive) and looks for
-	// requests to stop them (default 2 s). A running job whose owner has
+	// (their output's last lines, that they are alive), looks for
+	// requests to stop them and asks the guard whether they may go on
+	// (default 2 s). A running job whose owner has
 	// not written for lostAfter beats is shown as lost.
 	Beat time.Duration
 }
@@ -80,8 +82,14 @@ type job struct {
 	ended   time.Time
 	stopped string        // who stopped it, if someone did
 	cpu     time.Duration // its processes' CPU time at the last look
-	over    bool          // stopped for taking the workspace over its quota
-	cpuOut  bool          // stopped when the channel's jobs used their CPU time
+	// why is why firstmate stopped it (the workspace over its quota, the
+	// channel's CPU time spent, the guard's refusal), if it did; refused
+	// says the guard refused it, so the guard hears of the end.
+	why     string
+	refused bool
+	// undecided is set while the guard fails to decide (not refuses), so
+	// that an outage is logged once, not at every beat.
+	undecided bool
 }
 
 func (j *job) status() (state string, running bool, took time.Duration) {
@@ -102,6 +110,25 @@ func (j *job) record(owner string) tools.Job {
 		Session: j.by.Session, User: j.by.User, UserName: j.by.UserName}
 }
 
+// stopFor stops j for a reason of firstmate's own: the first one given is
+// the one its end records.
+func (j *job) stopFor(why string, refused bool) {
+	j.mu.Lock()
+	if j.why == "" {
+		j.why, j.refused = why, refused
+	}
+	j.mu.Unlock()
+	j.proc.Kill()
+}
+
+// stopping says whether j was told to stop, by firstmate or by someone
+// (it may not have ended yet).
+func (j *job) stopping() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.why != "" || j.stopped != ""
+}
+
 // kill stops j on behalf of by.
 func (j *job) kill(by string) {
 	j.mu.Lock()
@@ -117,7 +144,9 @@ type jobs struct {
 	limits JobLimits
 	quota  *quota // admits jobs and stops those that take the workspace over its quota
 	board  tools.JobBoard
-	owner  string          // this replica, as the board names it
+	owner  string         // this replica, as the board names it
+	guard  tools.JobGuard // nil: every job may run
+	log    *slog.Logger
 	ctx    context.Context // ends every job at close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -129,16 +158,21 @@ type jobs struct {
 	local map[*job]bool // the jobs running on this replica
 }
 
-func newJobs(sb *sandbox.Sandbox, l JobLimits, overQuota *quota, board tools.JobBoard, owner string) *jobs {
+func newJobs(cfg Config, overQuota *quota) *jobs {
 	ctx, cancel := context.WithCancel(context.Background())
-	if board == nil {
-		board = newMemBoard()
+	js := &jobs{sb: cfg.Sandbox, limits: cfg.Jobs.withDefaults(), quota: overQuota, board: cfg.Board, owner: cfg.Owner,
+		guard: cfg.Guard, log: cfg.Logger, ctx: ctx, cancel: cancel, local: map[*job]bool{}}
+	if js.board == nil {
+		js.board = newMemBoard()
 	}
-	if owner == "" {
-		owner, _ = os.Hostname()
-		owner += "#" + strconv.Itoa(os.Getpid())
+	if js.owner == "" {
+		js.owner, _ = os.Hostname()
+		js.owner += "#" + strconv.Itoa(os.Getpid())
 	}
-	return &jobs{sb: sb, limits: l, quota: overQuota, board: board, owner: owner, ctx: ctx, cancel: cancel, local: map[*job]bool{}}
+	if js.log == nil {
+		js.log = slog.New(slog.DiscardHandler)
+	}
+	return js
 }
 
 func (js *jobs) close() {
@@ -181,6 +215,11 @@ func (js *jobs) start(ctx context.Context, ws *tools.Workspace, a startArgs) (to
 	if js.ctx.Err() != nil {
 		return tools.Result{}, errors.New("shutting down: no new jobs")
 	}
+	by, _ := tools.CallFrom(ctx)
+	if err := js.mayStart(ctx, tools.Job{Owner: js.owner, Command: a.Command, Started: time.Now(),
+		Session: by.Session, User: by.User, UserName: by.UserName}); err != nil {
+		return tools.Result{}, err
+	}
 	dir, sp := ws.Dir(), space(ws)
 	adm := js.quota.admit(dir)
 	if adm.frozen {
@@ -217,7 +256,6 @@ func (js *jobs) start(ctx context.Context, ws *tools.Workspace, a startArgs) (to
 		f.Close()
 		return tools.Result{}, err
 	}
-	by, _ := tools.CallFrom(ctx)
 	j := &job{id: id, space: sp, dir: dir, command: a.Command, log: logPath, started: time.Now(), by: by, proc: p, out: out, done: make(chan struct{})}
 	if err := js.board.PutJob(ctx, sp, j.record(js.owner)); err != nil {
 		// A job nobody could see or stop from another replica must not run.
@@ -255,10 +293,8 @@ func (js *jobs) watch(j *job) {
 	j.ended = time.Now()
 	j.cpu = max(j.cpu, res.CPU)
 	switch {
-	case j.over:
-		j.state = "stopped: it took the workspace over its quota"
-	case j.cpuOut:
-		j.state = "stopped: " + js.cpuSpent()
+	case j.why != "":
+		j.state = "stopped: " + j.why
 	case j.stopped != "":
 		j.state = "stopped"
 	case js.ctx.Err() != nil:
@@ -270,12 +306,19 @@ func (js *jobs) watch(j *job) {
 	default:
 		j.state = res.Status(js.limits.Lifetime)
 	}
+	refused, why := j.refused, j.why
 	j.mu.Unlock()
 	// The board must hear of the end even at shutdown, when js.ctx is done;
 	// if it cannot, the job shows as lost once its beats stop.
 	ctx, cancel := context.WithTimeout(context.Background(), boardWait)
-	js.board.PutJob(ctx, j.space, j.record(js.owner))
+	rec := j.record(js.owner)
+	js.board.PutJob(ctx, j.space, rec)
 	cancel()
+	if refused {
+		ctx, cancel := context.WithTimeout(context.Background(), boardWait)
+		js.guard.Stopped(ctx, rec, why)
+		cancel()
+	}
 	js.mu.Lock()
 	delete(js.local, j)
 	js.mu.Unlock()
@@ -283,7 +326,8 @@ func (js *jobs) watch(j *job) {
 
 // beat writes this replica's running jobs to the board every Beat, so other
 // replicas see their output and that they are alive, and stops those that
-// someone asked to stop from another replica.
+// someone asked to stop from another replica, those the guard no longer
+// lets run, and all of a channel's once its CPU time is spent.
 func (js *jobs) beat() {
 	defer js.wg.Done()
 	t := time.NewTicker(js.limits.Beat)
@@ -307,6 +351,9 @@ func (js *jobs) beat() {
 }
 
 func (js *jobs) beatSpace(sp string, mine []*job) {
+	// Before the board: a board that cannot be read must not keep a job
+	// running that the guard refuses.
+	js.guardJobs(mine)
 	ctx, cancel := context.WithTimeout(js.ctx, boardWait)
 	defer cancel()
 	all, err := js.board.Jobs(ctx, sp)
@@ -328,7 +375,9 @@ func (js *jobs) beatSpace(sp string, mine []*job) {
 	}
 	spent := js.cpuUsed(all, mine) >= js.limits.CPU
 	for _, j := range mine {
-		if _, running, _ := j.status(); !running {
+		if _, running, _ := j.status(); !running || j.stopping() {
+			// Its end is watch's to write: a beat's record of it running
+			// could land after it.
 			continue
 		}
 		if by := asked[j.id]; by != "" {
@@ -336,13 +385,54 @@ func (js *jobs) beatSpace(sp string, mine []*job) {
 			continue
 		}
 		if spent {
-			j.mu.Lock()
-			j.cpuOut = true
-			j.mu.Unlock()
-			j.proc.Kill()
+			j.stopFor(js.cpuSpent(), false)
 			continue
 		}
 		js.board.PutJob(ctx, sp, j.record(js.owner))
+	}
+}
+
+// mayStart asks the guard whether the job described by j may start.
+func (js *jobs) mayStart(ctx context.Context, j tools.Job) error {
+	if js.guard == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, boardWait)
+	defer cancel()
+	err := js.guard.MayRun(ctx, j)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, tools.ErrNotPermitted):
+		return fmt.Errorf("%w, so no job was started", err)
+	}
+	return fmt.Errorf("cannot check that this channel may run the job, so it was not started: %w", err)
+}
+
+// guardJobs asks the guard whether each of mine may still run, and stops
+// those it refuses. One that it fails to decide on goes on running.
+func (js *jobs) guardJobs(mine []*job) {
+	if js.guard == nil {
+		return
+	}
+	for _, j := range mine {
+		if _, running, _ := j.status(); !running || j.stopping() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(js.ctx, boardWait)
+		err := js.guard.MayRun(ctx, j.record(js.owner))
+		cancel()
+		if errors.Is(err, tools.ErrNotPermitted) {
+			j.stopFor(err.Error(), true) // watch writes the end and tells the guard
+			continue
+		}
+		j.mu.Lock()
+		was := j.undecided
+		j.undecided = err != nil
+		j.mu.Unlock()
+		if err != nil && !was && js.ctx.Err() == nil {
+			js.log.Warn("cannot check that a job may still run; it goes on", "space", j.space, "job", j.id, "err", err)
+		}
 	}
 }
 
@@ -377,10 +467,7 @@ func (js *jobs) cpuSpent() string {
 func (js *jobs) police(j *job, adm admission) {
 	defer js.wg.Done()
 	if js.quota.guard(j.done, adm) {
-		j.mu.Lock()
-		j.over = true
-		j.mu.Unlock()
-		j.proc.Kill()
+		j.stopFor("it took the workspace over its quota", false)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -34,6 +35,13 @@ type Config struct {
 	// Owner names this replica on the board (the dispatcher's lease
 	// owner); "" uses the host name and process ID.
 	Owner string
+	// Guard is asked whether a job may start, and on every beat whether
+	// each job running on this replica may go on (see tools.JobGuard);
+	// nil lets every job run.
+	Guard tools.JobGuard
+	// Logger hears what goes wrong out of any turn's sight (a guard that
+	// cannot decide); nil discards it.
+	Logger *slog.Logger
 }
 
 // DefaultQuota and DefaultQuotaFiles are the workspace quota where
@@ -66,7 +74,7 @@ func New(cfg Config) *Shell {
 	// on this kernel, so asking it here is asking the sandbox's.
 	noCreate := cfg.Sandbox != nil && cfg.Sandbox.Kind() == sandbox.KindNamespaces && landlockABI() > 0
 	s := &Shell{cfg: cfg, quota: newQuota(Usage{cfg.Quota, cfg.QuotaFiles}, noCreate)}
-	s.jobs = newJobs(cfg.Sandbox, cfg.Jobs.withDefaults(), s.quota, cfg.Board, cfg.Owner)
+	s.jobs = newJobs(cfg, s.quota)
 	return s
 }
 
