@@ -26,11 +26,13 @@ import (
 )
 
 // `firstmate admin` changes from a terminal what admins change in chat
-// (a channel's tool policy, who may talk to the bot, pairing codes) and
-// reads the audit log, against the store serve uses. Every change goes
-// through the same functions as a change made in chat (agent.ChangePolicy,
-// agent.AllowAccess, …), so it is validated and audited the same way, by
-// "cli:" and the name of the user who ran it.
+// (a channel's tool policy, who may talk to the bot, pairing codes), lists
+// and stops a channel's background jobs, and reads the audit log, against
+// the store serve uses. Every change goes through the same functions as a
+// change made in chat (agent.ChangePolicy, agent.AllowAccess, …), so it is
+// validated and audited the same way, by "cli:" and the name of the user
+// who ran it; a job is stopped through the board, as the stop tool stops
+// one on another replica, and audited here.
 
 const adminUsage = `Usage: firstmate admin COMMAND [--config FILE] [-v]
 
@@ -43,6 +45,8 @@ const adminUsage = `Usage: firstmate admin COMMAND [--config FILE] [-v]
   access revoke PLATFORM user|chat ID
   pair list                            pairing codes waiting for an admin
   pair approve CODE                    let in who was given CODE
+  jobs list    CHANNEL                 a channel's background jobs, on every replica
+  jobs stop    CHANNEL ID              ask the replica running job ID to stop it (even with exec denied)
   audit [--channel CHANNEL] [--since 24h|2006-01-02T15:04:05Z] [--limit N] [--json]
 
 CHANNEL is slack:TEAM:CHANNEL (slack:T0123ABC:C0456DEF), telegram:CHAT (telegram:-1001234567890),
@@ -53,6 +57,7 @@ tool:NAME for a tool named like a group (tool:read), or default (tools no other 
 Examples:
   firstmate admin policy set slack:T0123ABC:C0456DEF exec=ask web=deny
   firstmate admin access allow telegram user 123456789 --name Ann
+  firstmate admin jobs stop slack:T0123ABC:C0456DEF 3
   firstmate admin audit --channel telegram:-1001234567890 --since 24h
 
 --config FILE and -v (--verbose) are as for every command; see firstmate -h.
@@ -111,6 +116,8 @@ var adminCommands = []adminCommand{
 	{path: "access revoke", min: 3, max: 3, run: (*adminRun).accessRevoke},
 	{path: "pair list", min: 0, max: 0, run: (*adminRun).pairList},
 	{path: "pair approve", min: 1, max: 1, run: (*adminRun).pairApprove},
+	{path: "jobs list", min: 1, max: 1, run: (*adminRun).jobsList},
+	{path: "jobs stop", min: 2, max: 2, run: (*adminRun).jobsStop},
 	{path: "audit", min: 0, max: 0, flags: func(fs *flag.FlagSet) {
 		fs.String("channel", "", "only this channel's entries")
 		fs.String("since", "", "only entries since this long ago (24h) or this time (RFC 3339)")
@@ -150,7 +157,7 @@ func admin(ctx context.Context, c *cli, args []string) error {
 		}
 	}
 	if cmd == nil {
-		if len(args) > 1 && slices.Contains([]string{"policy", "access", "pair"}, args[0]) {
+		if len(args) > 1 && slices.Contains([]string{"policy", "access", "pair", "jobs"}, args[0]) {
 			return usagef("unknown command %q", args[0]+" "+args[1])
 		}
 		return usagef("unknown command %q", args[0])
@@ -203,8 +210,14 @@ func admin(ctx context.Context, c *cli, args []string) error {
 // check validates positional arguments that need no store.
 func (a *adminRun) check(path string, args []string) error {
 	switch path {
-	case "policy show", "policy reset":
+	case "policy show", "policy reset", "jobs list":
 		_, err := parseChannel(args[0])
+		return err
+	case "jobs stop":
+		if _, err := parseChannel(args[0]); err != nil {
+			return err
+		}
+		_, err := parseJobID(args[1])
 		return err
 	case "policy set":
 		if _, err := parseChannel(args[0]); err != nil {
@@ -742,4 +755,110 @@ func nameIn(name string) string {
 		return ""
 	}
 	return " (" + name + ")"
+}
+
+// auditJobStop is the audit action of a job stopped from the terminal.
+const auditJobStop = "job.stop"
+
+// jobBoard is the store's job board, and the space of ch on it: the one
+// the shell files the channel's jobs under, named from the channel as the
+// workspace directory is.
+func (a *adminRun) jobBoard(ch agent.SessionKey) (tools.JobBoard, string, error) {
+	b, ok := a.st.(tools.JobBoard)
+	if !ok {
+		return nil, "", fmt.Errorf("this store (%T) keeps no job board", a.st)
+	}
+	return b, tools.JobSpace(ch.String()), nil
+}
+
+func parseJobID(s string) (int, error) {
+	id, err := tools.ParseJobID(s)
+	if err != nil {
+		return 0, usagef("jobs stop: %q is not a job ID; firstmate admin jobs list CHANNEL shows them", s)
+	}
+	return id, nil
+}
+
+func (a *adminRun) jobsList(ctx context.Context, args []string) error {
+	ch, _ := parseChannel(args[0])
+	b, sp, err := a.jobBoard(ch)
+	if err != nil {
+		return err
+	}
+	all, err := b.Jobs(ctx, sp)
+	if err != nil {
+		return err
+	}
+	if len(all) == 0 {
+		fmt.Fprintf(a.out, "No background jobs in %s.\n", channelName(ch))
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tCOMMAND\tSTARTED BY\tSTARTED\tCPU")
+	now := time.Now()
+	for _, j := range all {
+		// A running job's owner writes it every few seconds; how long
+		// ago it last did tells a live job from one whose replica died.
+		state := fmt.Sprintf("running on %s (seen %s ago)", clean(j.Owner), shortDuration(now.Sub(j.Seen)))
+		if !j.Running() {
+			state = clean(j.State)
+		} else if j.StopAsked != "" {
+			state += ", stop asked by " + clean(j.StopAsked)
+		}
+		by := dash(j.UserName)
+		if j.User != "" {
+			by += " (" + clean(j.User) + ")"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", j.ID, state, cut(clean(j.Command), 60), by, stamp(j.Started), j.CPU.Round(10*time.Millisecond))
+	}
+	tw.Flush()
+	fmt.Fprintf(a.out, "Stop one with: firstmate admin jobs stop %s ID\n", channelName(ch))
+	return nil
+}
+
+// jobsStop asks the job's owner to stop it, through the board, as the
+// stop tool does from another replica: the owner kills it at its next
+// beat. It needs no power over exec, so a job can be stopped where exec
+// is denied.
+func (a *adminRun) jobsStop(ctx context.Context, args []string) error {
+	ch, _ := parseChannel(args[0])
+	id, _ := parseJobID(args[1]) // checked
+	b, sp, err := a.jobBoard(ch)
+	if err != nil {
+		return err
+	}
+	all, err := b.Jobs(ctx, sp)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(all, func(j tools.Job) bool { return j.ID == id })
+	if i < 0 {
+		return fmt.Errorf("%s has no job %d; see firstmate admin jobs list %s", channelName(ch), id, channelName(ch))
+	}
+	j := all[i]
+	if !j.Running() {
+		fmt.Fprintf(a.out, "Job %d of %s had already ended: %s.\n", id, channelName(ch), clean(j.State))
+		return nil
+	}
+	if err := b.AskStop(ctx, sp, id, a.by); err != nil {
+		return fmt.Errorf("ask %s to stop job %d: %w", clean(j.Owner), id, err)
+	}
+	e := agent.AuditEntry{Time: time.Now().UTC(), Action: auditJobStop, Platform: ch.Platform, Channel: ch.String(), User: a.by,
+		Outcome: "asked", Detail: fmt.Sprintf("job %d (%s) on %s", id, cut(j.Command, 80), j.Owner)}
+	if err := a.st.Audit(context.WithoutCancel(ctx), e); err != nil {
+		// The request is made: say so, and that the log lacks it.
+		fmt.Fprintf(a.out, "Warning: the audit log could not record this stop: %v\n", err)
+	}
+	fmt.Fprintf(a.out, "Asked %s, the replica running job %d (%s), to stop it; it does at its next beat, within seconds.\n",
+		clean(j.Owner), id, cut(clean(j.Command), 60))
+	fmt.Fprintf(a.out, "See that it did: firstmate admin jobs list %s\n", channelName(ch))
+	return nil
+}
+
+// cut shortens s to n runes, marking the cut.
+func cut(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }

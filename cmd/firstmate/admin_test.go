@@ -14,6 +14,7 @@ import (
 
 	"github.com/firstmate/firstmate/adapters/console"
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/tools"
 )
 
 // adminEnv points firstmate at a fresh store, embedded or (backend
@@ -435,6 +436,95 @@ func TestAdminAudit(t *testing.T) {
 		failAdmin(t, 2, []string{"--since yesterday", "RFC 3339"}, "audit", "--since", "yesterday")
 		failAdmin(t, 2, []string{"--limit"}, "audit", "--limit", "0")
 		failAdmin(t, 1, []string{"slack:TEAM:CHANNEL"}, "audit", "--channel", "C1")
+	})
+}
+
+// jobsOn returns the job board of the store admin uses and the space
+// the shell files ch's jobs under: its workspace directory's name, found
+// by opening the workspace as a turn does.
+func jobsOn(t *testing.T, ch agent.SessionKey, fn func(b tools.JobBoard, space string)) {
+	t.Helper()
+	ws, err := tools.OpenWorkspace(t.TempDir(), ch.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	withStore(t, func(st agent.Store) {
+		b, ok := st.(tools.JobBoard)
+		if !ok {
+			t.Fatalf("%T keeps no job board", st)
+		}
+		fn(b, filepath.Base(ws.Dir()))
+	})
+}
+
+// An admin lists a channel's jobs and stops one from the terminal, with no
+// power over exec: the request is left on the board for the replica that
+// runs the job, which kills it at its next beat.
+func TestAdminJobs(t *testing.T) {
+	backends(t, func(t *testing.T) {
+		now := time.Now().Truncate(time.Second)
+		running := tools.Job{ID: 1, Owner: "web-0#1", Command: "npm run dev", Log: ".jobs/1.log", Started: now.Add(-5 * time.Minute), Seen: now,
+			CPU: 1500 * time.Millisecond, Session: adminThread.String(), User: "U2", UserName: "Ann"}
+		ended := tools.Job{ID: 2, Owner: "web-1#1", Command: "make\x1b[2J", Log: ".jobs/2.log", Started: now.Add(-time.Hour), Seen: now.Add(-50 * time.Minute),
+			Ended: now.Add(-50 * time.Minute), State: "exit code 0", CPU: 20 * time.Second}
+		elsewhere := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C2"}
+		jobsOn(t, adminChan, func(b tools.JobBoard, sp string) {
+			for _, j := range []tools.Job{running, ended} {
+				if _, err := b.NextJobID(t.Context(), sp); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.PutJob(t.Context(), sp, j); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+		jobsOn(t, elsewhere, func(b tools.JobBoard, sp string) {
+			b.NextJobID(t.Context(), sp)
+			if err := b.PutJob(t.Context(), sp, tools.Job{ID: 1, Owner: "web-0#1", Command: "other channel's", Started: now, Seen: now}); err != nil {
+				t.Fatal(err)
+			}
+		})
+
+		out := mustAdmin(t, "jobs", "list", "slack:T1:C1")
+		contains(t, "jobs list", lineWith(t, out, "ID"), "STATE", "COMMAND", "STARTED BY", "STARTED", "CPU")
+		contains(t, "jobs list", lineWith(t, out, "1 "), "running on web-0#1 (seen ", "npm run dev", "Ann (U2)", stamp(running.Started), "1.5s")
+		contains(t, "jobs list", lineWith(t, out, "2 "), "exit code 0", `make\x1b[2J`, "20s")
+		if strings.Contains(out, "other channel's") || strings.Contains(out, "\x1b") {
+			t.Fatalf("jobs list shows another channel's job or a raw escape:\n%s", out)
+		}
+		// A thread's key names its channel.
+		if out2 := mustAdmin(t, "jobs", "list", adminThread.String()); strings.Count(out2, "\n") != strings.Count(out, "\n") {
+			t.Fatalf("jobs list of a thread:\n%s\nwant\n%s", out2, out)
+		}
+
+		contains(t, "jobs stop", mustAdmin(t, "jobs", "stop", "slack:T1:C1", "1"), "Asked web-0#1, the replica running job 1 (npm run dev), to stop it")
+		contains(t, "jobs stop of an ended job", mustAdmin(t, "jobs", "stop", "slack:T1:C1", "2"), "Job 2 of slack:T1:C1 had already ended: exit code 0.")
+		jobsOn(t, adminChan, func(b tools.JobBoard, sp string) {
+			all, err := b.Jobs(t.Context(), sp)
+			if err != nil || len(all) != 2 || all[0].StopAsked != "cli:alice" || all[1].StopAsked != "" {
+				t.Fatalf("board after jobs stop = %+v, %v; want job 1, and only it, asked to stop by cli:alice", all, err)
+			}
+		})
+		jobsOn(t, elsewhere, func(b tools.JobBoard, sp string) {
+			if all, _ := b.Jobs(t.Context(), sp); len(all) != 1 || all[0].StopAsked != "" {
+				t.Fatalf("another channel's board = %+v", all)
+			}
+		})
+		contains(t, "jobs list", lineWith(t, mustAdmin(t, "jobs", "list", "slack:T1:C1"), "1 "), "stop asked by cli:alice")
+
+		lines := strings.Split(strings.TrimSpace(mustAdmin(t, "audit")), "\n")[1:]
+		if len(lines) != 1 {
+			t.Fatalf("audit after jobs stop: %q; want one entry, of the stop asked", lines)
+		}
+		contains(t, "audit", lines[0], "job.stop", "slack:T1:C1", "cli:alice", "asked", "job 1 (npm run dev) on web-0#1")
+
+		failAdmin(t, 1, []string{"slack:T1:C1 has no job 9"}, "jobs", "stop", "slack:T1:C1", "9")
+		failAdmin(t, 2, []string{`"x" is not a job ID`, "Usage:"}, "jobs", "stop", "slack:T1:C1", "x")
+		failAdmin(t, 1, []string{"slack:TEAM:CHANNEL"}, "jobs", "list", "C1")
+		failAdmin(t, 2, []string{"wrong number of arguments"}, "jobs", "stop", "slack:T1:C1")
+		failAdmin(t, 2, []string{`unknown command "jobs kill"`}, "jobs", "kill", "slack:T1:C1", "1")
+		contains(t, "jobs list of a channel with none", mustAdmin(t, "jobs", "list", "telegram:-100123"), "No background jobs in telegram:-100123.")
 	})
 }
 
