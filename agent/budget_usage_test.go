@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -193,4 +194,30 @@ func TestUsageCountedWithoutCommit(t *testing.T) {
 		}
 		h.stop()
 	})
+}
+
+// A channel's token budget holds against a server that sends no usage:
+// its calls are counted from estimates, and once the day's budget is
+// spent the next turn is refused before it calls the model.
+func TestBudgetHoldsWithoutUsageFigures(t *testing.T) {
+	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
+		return answerWith("an answer of some length, as answers are"), nil // no usage
+	}}
+	h := govHarness(t, m, agent.DispatcherConfig{Tools: govTools(), Budgets: agent.Budgets{ChannelTokensPerDay: 300}})
+	ch := agent.SessionKey{Platform: "test", Chat: "B1"}
+	for i := range 8 {
+		h.submit(t, agent.Inbound{Key: ch, MessageID: fmt.Sprintf("m%d", i), User: agent.User{ID: "U9"}, Text: "tell me about the sea", Addressed: true})
+		h.idle(t, ch)
+	}
+	answers, failures, _ := h.p.final(ch)
+	t.Logf("%d of 8 turns answered under a budget of 300 tokens", len(answers))
+	if len(failures) == 0 || !strings.Contains(failures[0], "used its model budget for today") {
+		t.Fatalf("%d answers, failures %q: the budget never stopped a turn", len(answers), failures)
+	}
+	if len(answers) == 8 || int(m.calls.Load()) != len(answers) {
+		t.Errorf("%d answers from %d model calls in 8 turns", len(answers), m.calls.Load())
+	}
+	if used, _ := h.store.Usage(t.Context(), ch, today()); used < 300 {
+		t.Errorf("counted %d tokens, want at least the budget", used)
+	}
 }

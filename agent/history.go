@@ -146,3 +146,17 @@ func EstimateTokens(m *Message) int {
 	}
 	return n
 }
+
+// estimateUsage estimates a model call's usage, for a server that sent
+// none: the request's system prompt, messages and tools, and the reply, at
+// EstimateTokens' rate.
+func estimateUsage(req *Request, reply *Message) Usage {
+	prompt := 4 + len(req.System)/4
+	for i := range req.Messages {
+		prompt += EstimateTokens(&req.Messages[i])
+	}
+	for _, s := range req.Tools {
+		prompt += 8 + (len(s.Name)+len(s.Description)+len(s.Schema))/4
+	}
+	return Usage{PromptTokens: prompt, CompletionTokens: EstimateTokens(reply), Estimated: true}
+}

@@ -129,11 +129,17 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 		}
 		began := time.Now()
 		resp, err := l.Model.Complete(ctx, req)
-		if t.AfterModel != nil {
-			var u Usage
-			if resp != nil {
-				u = resp.Usage
+		var u Usage
+		if resp != nil {
+			u = resp.Usage
+			if err == nil && u.PromptTokens == 0 && u.CompletionTokens == 0 {
+				// The server sent no figures (many compatible ones do not
+				// stream them): what counts tokens, a budget above all,
+				// counts an estimate rather than nothing.
+				u = estimateUsage(req, &resp.Message)
 			}
+		}
+		if t.AfterModel != nil {
 			t.AfterModel(ctx, u, time.Since(began), err)
 		}
 		if err != nil {
@@ -143,8 +149,9 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 			return out, err
 		}
 		out.Steps++
-		out.Usage.PromptTokens += resp.Usage.PromptTokens
-		out.Usage.CompletionTokens += resp.Usage.CompletionTokens
+		out.Usage.PromptTokens += u.PromptTokens
+		out.Usage.CompletionTokens += u.CompletionTokens
+		out.Usage.Estimated = out.Usage.Estimated || u.Estimated
 		reply := resp.Message
 		reply.Role = RoleAssistant
 		if step == maxSteps {

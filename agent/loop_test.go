@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -388,4 +389,39 @@ func TestRunWhileToolsArePending(t *testing.T) {
 			t.Fatalf("offered %v after a failed probe", last)
 		}
 	})
+}
+
+// A server that sends no usage figures still has its calls counted: the
+// loop estimates them from the request and the reply, and says so.
+func TestRunEstimatesMissingUsage(t *testing.T) {
+	m := &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){
+		calls(call("a", "echo", `{"text":"`+strings.Repeat("w", 4000)+`"}`)), // no usage
+		text("done"), // 10 and 2, as the server said
+	}}
+	var mu sync.Mutex
+	var seen []agent.Usage
+	after := func(_ context.Context, u agent.Usage, _ time.Duration, _ error) {
+		mu.Lock()
+		seen = append(seen, u)
+		mu.Unlock()
+	}
+	l := &agent.Loop{Model: m, System: strings.Repeat("s", 400)}
+	out, err := l.Run(t.Context(), &agent.Turn{Input: userMsg("go"), Tools: testTools(t), AfterModel: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 {
+		t.Fatalf("AfterModel told of %d calls, want 2", len(seen))
+	}
+	// The system prompt (100), the input and four tools' specs make the
+	// prompt; the call's 4,000-byte arguments the completion.
+	if u := seen[0]; !u.Estimated || u.PromptTokens < 120 || u.CompletionTokens < 1000 {
+		t.Errorf("first call's usage %+v, want an estimate of at least 120 and 1000", u)
+	}
+	if u := seen[1]; u.Estimated || u.PromptTokens != 10 || u.CompletionTokens != 2 {
+		t.Errorf("second call's usage %+v, want the server's own", u)
+	}
+	if u := out.Usage; !u.Estimated || u.PromptTokens != seen[0].PromptTokens+10 {
+		t.Errorf("turn usage %+v", u)
+	}
 }

@@ -40,6 +40,9 @@ type Response struct {
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// Estimated is set when the server sent no figures and the loop
+	// estimated them from the request and the reply (see EstimateTokens).
+	Estimated bool `json:"estimated,omitempty"`
 }
 
 // ErrModelUnavailable is wrapped by [ModelError] when the model could not
