@@ -31,6 +31,9 @@ type Loop struct {
 	// of its system prompt, after System, which stays a stable prefix for
 	// the provider's prompt cache (see skills.go).
 	Skills SkillLister
+	// Limits bound the tool calls and results of a turn and what is sent
+	// with each model call; zero fields take their defaults.
+	Limits Limits
 
 	// specs holds the specs of each tool set a turn used: sets are
 	// immutable, and a provider's new tools come as a new set (Set.Current).
@@ -105,6 +108,15 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 	msgs := make([]Message, 0, len(t.History)+8)
 	msgs = append(msgs, t.History...)
 	msgs = append(msgs, t.Input)
+	lim := newTurnLimits(l.Limits, t.History)
+	// Where this turn's messages begin in msgs, and its newest step's: the
+	// results the model has not seen yet are never elided.
+	turnStart, newest := len(t.History), len(msgs)
+	notify := func(c cut, notRun, asked int) {
+		if note := lim.note(c, notRun, asked); note != "" {
+			emit(ctx, t.Thread, Notice{Text: note}, l.Logger)
+		}
+	}
 
 	req := &Request{System: l.system(ctx, t, specs), Tools: specs}
 	if t.Thread != nil {
@@ -121,7 +133,11 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 			msgs = append(msgs, Message{Role: RoleUser, Content: fmt.Sprintf(
 				"[You have used all %d steps of this turn. Do not call tools. Answer now with what you have, and say what is left to do.]", maxSteps)})
 		}
-		req.Messages = msgs
+		var elided bool
+		req.Messages, elided = lim.fit(msgs, turnStart, newest)
+		if elided {
+			notify(cutContext, 0, 0)
+		}
 		if t.BeforeModel != nil {
 			if err := t.BeforeModel(ctx); err != nil {
 				return out, err
@@ -158,11 +174,16 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 			reply.ToolCalls = nil // the model ignored the instruction; calls cannot run now
 		}
 		sanitizeCalls(reply.ToolCalls, step)
+		newest = len(msgs)
 		msgs = append(msgs, reply)
 		out.Messages = append(out.Messages, reply)
 		if len(reply.ToolCalls) == 0 {
 			out.Answer = reply.Content
 			return out, nil
+		}
+		lim.newStep()
+		if n := len(reply.ToolCalls); !lim.runs(n - 1) {
+			notify(cutCalls, n-lim.CallsPerStep, n)
 		}
 		for i, call := range reply.ToolCalls {
 			if err := ctx.Err(); err != nil {
@@ -175,7 +196,13 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 				}
 				return out, context.Cause(ctx)
 			}
-			res := l.callTool(ctx, t, set, call, out)
+			var res Message
+			if lim.runs(i) {
+				res = l.callTool(ctx, t, set, call, out)
+				notify(lim.admit(&res), 0, 0)
+			} else {
+				res = lim.notRun(call, len(reply.ToolCalls))
+			}
 			msgs = append(msgs, res)
 			out.Messages = append(out.Messages, res)
 		}
