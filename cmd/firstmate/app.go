@@ -187,7 +187,7 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, replica s
 	if prompt == "" {
 		prompt = systemPrompt
 	}
-	loop := &agent.Loop{Model: model, System: prompt, MaxSteps: cfg.Agent.MaxSteps, Timeout: cfg.Agent.TurnTimeout, Logger: log}
+	loop := &agent.Loop{Model: model, System: prompt, MaxSteps: cfg.Agent.MaxSteps, Timeout: cfg.Agent.TurnTimeout, Limits: cfg.Limits(), Logger: log}
 	if box.skills != nil {
 		loop.Skills = box.skills // appended to the prompt above, which stays a stable prefix
 	}
@@ -225,7 +225,7 @@ func (a *app) dispatcher(platforms map[string]agent.Platform) *agent.Dispatcher 
 		Workspace:       a.tools.wsOpts,
 		Platforms:       platforms,
 		Workers:         a.cfg.Agent.Workers,
-		ContextTokens:   a.cfg.LLM.ContextTokens,
+		ContextTokens:   a.loop.Limits.ContextTokens, // the loop's budget; -1 (none) is none here too
 		ModelName:       a.cfg.LLM.Model,
 		Logger:          a.log,
 		Observer:        a.observer,

@@ -133,3 +133,37 @@ func manyReads(tb testing.TB, bin string) manyReadsRun {
 	}
 	return r
 }
+
+// The configured limits reach the turn: two calls a step and 1 KiB of
+// results a step, as the file says.
+func TestChatLimitsFromConfig(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	ws := tools.WorkspacePath(filepath.Join(data, "workspaces"), console.Key.Channel().String())
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte(strings.Repeat("a note of some length\n", 40)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read := fakellm.Call("read", map[string]string{"path": "notes.txt"})
+	llm := fakellm.New(t, fakellm.WithReplies(fakellm.Calls(read, read, read), fakellm.Text("noted")))
+	cfg := writeFile(t, "agent:\n  max_calls_per_step: 2\n  step_results_kb: 1\nllm:\n  context_tokens: -1\n")
+	out, errOut, code := runBinary(t, append(chatEnv(t, llm, data), "FIRSTMATE_CONFIG="+cfg), "read the notes\n", "chat")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "1 of 3 tool calls was not run: a step may make at most 2.") {
+		t.Errorf("the chat does not show the configured cap:\n%s", out)
+	}
+	reqs := llm.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the model got %d requests, want 2", len(reqs))
+	}
+	second := string(reqs[1].Body)
+	for _, want := range []string{"a step may make at most 2 tool calls", "not shown: this step's results passed 1 KiB"} {
+		if !strings.Contains(second, want) {
+			t.Errorf("the second request does not tell the model %q", want)
+		}
+	}
+}

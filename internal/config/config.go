@@ -127,8 +127,11 @@ type LLM struct {
 	Timeout      time.Duration `yaml:"timeout" json:"timeout"`         // the wait for the model's output to begin
 	Temperature  *float64      `yaml:"temperature" json:"temperature"` // nil: the server's default
 	MaxTokens    int           `yaml:"max_tokens" json:"max_tokens"`   // per answer; 0: the server's default
-	// ContextTokens is the token budget for the history sent to the model;
-	// older turns are dropped to fit. 0: no budget, only Agent.HistoryTurns.
+	// ContextTokens is the token budget (estimated) of the messages sent
+	// with each model call: older turns of the history are dropped to fit,
+	// then the oldest tool results of the turn are left out of the request.
+	// 0 (the default): from the model's context window ([LLM.ContextBudget]);
+	// [NoContextBudget] (-1): none, only Agent.HistoryTurns bounds it.
 	ContextTokens int `yaml:"context_tokens" json:"context_tokens"`
 	// StallTimeout is the longest pause in a streamed answer once the
 	// model's output has begun (Timeout covers the wait before it).
@@ -155,6 +158,14 @@ type Agent struct {
 	TurnTimeout  time.Duration `yaml:"turn_timeout" json:"turn_timeout"`   // wall time per turn
 	Workers      int           `yaml:"workers" json:"workers"`             // turns run at once by this process
 	HistoryTurns int           `yaml:"history_turns" json:"history_turns"` // whole turns kept per session
+	// MaxCallsPerStep is the most tool calls run for one model reply; the
+	// model is told that the calls past it did not run.
+	MaxCallsPerStep int `yaml:"max_calls_per_step" json:"max_calls_per_step"`
+	// StepResultsKB and TurnResultsKB bound, in KiB, the tool results the
+	// model reads from one step and from one turn; a result past either is
+	// replaced by a short error saying why (the call did run).
+	StepResultsKB int `yaml:"step_results_kb" json:"step_results_kb"`
+	TurnResultsKB int `yaml:"turn_results_kb" json:"turn_results_kb"`
 	// Progress is what the progress message of a turn shows in Slack and
 	// Telegram: full (each tool call), summary (one line) or off.
 	Progress string `yaml:"progress" json:"progress"`
@@ -402,6 +413,10 @@ func Default() *Config {
 			Workers:      8,
 			HistoryTurns: agent.DefaultRetention.MaxTurns,
 			Progress:     "full",
+
+			MaxCallsPerStep: agent.DefaultCallsPerStep,
+			StepResultsKB:   agent.DefaultStepResultBytes >> 10,
+			TurnResultsKB:   agent.DefaultTurnResultBytes >> 10,
 		},
 		Store:   Store{RedisPrefix: "fm"},
 		HTTP:    HTTP{Addr: DefaultHTTPAddr},
@@ -847,6 +862,16 @@ func (l Log) SlogLevel() slog.Level {
 // Retention is what a store keeps, per this configuration.
 func (c *Config) Retention() agent.Retention {
 	return agent.Retention{MaxTurns: c.Agent.HistoryTurns}.WithDefaults()
+}
+
+// Limits are the bounds of one turn, per this configuration.
+func (c *Config) Limits() agent.Limits {
+	return agent.Limits{
+		CallsPerStep:    c.Agent.MaxCallsPerStep,
+		StepResultBytes: c.Agent.StepResultsKB << 10,
+		TurnResultBytes: c.Agent.TurnResultsKB << 10,
+		ContextTokens:   c.LLM.ContextBudget(),
+	}
 }
 
 // IsAdmin reports whether the user is listed in admins.

@@ -85,7 +85,8 @@ func TestDefaults(t *testing.T) {
 			StallTimeout:  time.Minute,
 			MaxResponseKB: 1024,
 		},
-		Agent:   Agent{MaxSteps: 20, TurnTimeout: 10 * time.Minute, Workers: 8, HistoryTurns: 200, Progress: "full"},
+		Agent: Agent{MaxSteps: 20, TurnTimeout: 10 * time.Minute, Workers: 8, HistoryTurns: 200, Progress: "full",
+			MaxCallsPerStep: 32, StepResultsKB: 256, TurnResultsKB: 1024},
 		Store:   Store{RedisPrefix: "fm", DataDir: "/home/mate/.local/share/firstmate"},
 		HTTP:    HTTP{Addr: "127.0.0.1:8080"},
 		Log:     Log{Level: "info", Format: "text"},
@@ -196,6 +197,9 @@ agent:
   turn_timeout: 1h30m
   workers: 2
   history_turns: 50
+  max_calls_per_step: 8
+  step_results_kb: 128
+  turn_results_kb: 512
 store:
   redis_url: rediss://:pw-0123456789@redis.internal:6380/2
   data_dir: /srv/firstmate
@@ -263,6 +267,7 @@ func TestValidFile(t *testing.T) {
 			TurnTimeout:  90 * time.Minute,
 			Workers:      2,
 			HistoryTurns: 50, Progress: "full",
+			MaxCallsPerStep: 8, StepResultsKB: 128, TurnResultsKB: 512,
 		},
 		Store: Store{RedisURL: "rediss://:pw-0123456789@redis.internal:6380/2", RedisPrefix: "fm", DataDir: "/srv/firstmate"},
 		HTTP:  HTTP{Addr: ":9090"},
@@ -464,8 +469,14 @@ func TestFileProblems(t *testing.T) {
 			key: "llm.max_retries", line: 2, msg: "use 0 or more"},
 		{name: "negative max tokens", file: "llm:\n  max_tokens: -1\n",
 			key: "llm.max_tokens", line: 2, msg: "use 0 or more"},
-		{name: "negative context tokens", file: "llm:\n  context_tokens: -1\n",
-			key: "llm.context_tokens", line: 2, msg: "use 0 or more"},
+		{name: "negative context tokens", file: "llm:\n  context_tokens: -2\n",
+			key: "llm.context_tokens", line: 2, msg: "-2 is not a budget; write a number of tokens, 0 for the model's default, or -1 for none"},
+		{name: "no calls a step", file: "agent:\n  max_calls_per_step: 0\n",
+			key: "agent.max_calls_per_step", line: 2, msg: "0 is too small; use 1 or more"},
+		{name: "no step results", file: "agent:\n  step_results_kb: 0\n",
+			key: "agent.step_results_kb", line: 2, msg: "0 is too small; use 1 or more"},
+		{name: "step results over the turn's", file: "agent:\n  step_results_kb: 2048\n",
+			key: "agent.step_results_kb", line: 2, msg: "2048 is over agent.turn_results_kb (1024): a step is part of a turn"},
 		{name: "zero stall timeout", file: "llm:\n  stall_timeout: 0s\n",
 			key: "llm.stall_timeout", line: 2, msg: "is too short; use 1s to 1h"},
 		{name: "tiny response limit", file: "llm:\n  max_response_kb: 1\n",

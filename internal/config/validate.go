@@ -93,7 +93,9 @@ func (v *validator) llm() {
 		v.add("llm.temperature", "%v is out of range; use 0 to 2, or leave it out for the server's default", *t)
 	}
 	v.atLeast("llm.max_tokens", l.MaxTokens, 0)
-	v.atLeast("llm.context_tokens", l.ContextTokens, 0)
+	if l.ContextTokens < NoContextBudget {
+		v.add("llm.context_tokens", "%d is not a budget; write a number of tokens, 0 for the model's default, or %d for none", l.ContextTokens, NoContextBudget)
+	}
 }
 
 func (v *validator) agent() {
@@ -104,6 +106,12 @@ func (v *validator) agent() {
 	}
 	v.atLeast("agent.workers", a.Workers, 1)
 	v.atLeast("agent.history_turns", a.HistoryTurns, 1)
+	v.atLeast("agent.max_calls_per_step", a.MaxCallsPerStep, 1)
+	v.atLeast("agent.step_results_kb", a.StepResultsKB, 1)
+	v.atLeast("agent.turn_results_kb", a.TurnResultsKB, 1)
+	if a.StepResultsKB > a.TurnResultsKB && a.TurnResultsKB >= 1 {
+		v.add("agent.step_results_kb", "%d is over agent.turn_results_kb (%d): a step is part of a turn", a.StepResultsKB, a.TurnResultsKB)
+	}
 	v.oneOf("agent.progress", a.Progress, "full", "summary", "off")
 }
 
