@@ -6,10 +6,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
+
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/firstmate/firstmate/agent"
@@ -28,16 +30,38 @@ import (
 // show page N of a policy screen.
 const clickPrefix = "fm:"
 
+// An approval question shows exactly what will run: arguments of up to
+// maxShownArgs characters whole; longer ones as their head and tail with
+// how many characters are not shown between them, and the whole call
+// attached as a file (see [ApprovalFile]), never silently cut. Characters
+// that change how text reads without being seen (bidi overrides, zero
+// widths) are shown escaped.
+const (
+	maxShownArgs = 1500
+	shownEnds    = 600 // characters of the head, and of the tail, of longer arguments
+)
+
 // ApprovalText is the question a turn asks in its thread, with buttons.
-func ApprovalText(ev agent.ApprovalNeeded) Text {
-	args := oneLine(string(ev.Args), 300)
-	body := fmt.Sprintf("🔐 %s needs approval to run %s", requesterName(ev.Requester), ev.Name)
-	if args != "" && args != "{}" {
-		body += " with " + args
+func ApprovalText(ev agent.ApprovalNeeded) Text { return approvalText(ev, maxShownArgs) }
+
+// approvalText is the question with arguments of up to limit characters
+// shown whole (a terminal shows them all).
+func approvalText(ev agent.ApprovalNeeded, limit int) Text {
+	who, needs := requesterName(ev.Requester), "needs"
+	if len(ev.Authors) > 1 {
+		who, needs = authorNames(ev.Authors), "need"
 	}
-	body += "."
+	body := fmt.Sprintf("🔐 %s %s approval to run %s", who, needs, ev.Name)
+	if args, hidden := shownArgs(string(ev.Args), limit); args != "" {
+		body += " with\n```\n" + args + "\n```"
+		if hidden > 0 {
+			body += fmt.Sprintf("\n%d characters in the middle are not shown; the whole call is attached (%s).", hidden, approvalFileName(ev.ID))
+		}
+	} else {
+		body += "."
+	}
 	if !ev.Deadline.IsZero() {
-		body += fmt.Sprintf(" Only they or an admin can decide; without a decision within %s it does not run.", time.Until(ev.Deadline).Round(time.Second))
+		body += fmt.Sprintf("\nOnly they or an admin can decide; without a decision by %s it does not run.", ev.Deadline.UTC().Format("15:04 UTC"))
 	}
 	return Text{Body: body, Buttons: [][]Button{{
 		{Label: "Approve", Data: clickPrefix + "ok:" + ev.ID, Style: StylePrimary},
@@ -46,27 +70,98 @@ func ApprovalText(ev agent.ApprovalNeeded) Text {
 	}}}
 }
 
+// ApprovalFile is the whole call of a question whose arguments are not all
+// shown, as a file to attach beside it; ok is false when they all are.
+func ApprovalFile(ev agent.ApprovalNeeded) (f agent.Attachment, ok bool) {
+	if _, hidden := ShownArgs(string(ev.Args)); hidden == 0 {
+		return agent.Attachment{}, false
+	}
+	body := fmt.Sprintf("Approval %s: %s with these arguments (JSON), exactly as they run:\n\n%s\n", ev.ID, ev.Name, ev.Args)
+	return agent.Attachment{Path: approvalFileName(ev.ID), Open: func() (io.ReadCloser, int64, error) {
+		return io.NopCloser(strings.NewReader(body)), int64(len(body)), nil
+	}}, true
+}
+
+func approvalFileName(id string) string { return "approval-" + id + ".txt" }
+
+// ShownArgs is how a call's arguments are shown to a person who decides on
+// it: whole up to maxShownArgs characters, else head and tail; hidden
+// counts the characters left out. Invisible and bidi control characters
+// are escaped, so that what is shown reads as what runs.
+func ShownArgs(args string) (shown string, hidden int) { return shownArgs(args, maxShownArgs) }
+
+func shownArgs(args string, limit int) (shown string, hidden int) {
+	args = strings.TrimSpace(args)
+	if args == "" || args == "{}" {
+		return "", 0
+	}
+	rs := []rune(args)
+	if len(rs) > limit {
+		hidden = len(rs) - 2*shownEnds
+		rs = slices.Concat(rs[:shownEnds], []rune(fmt.Sprintf(" … [%d characters not shown] … ", hidden)), rs[len(rs)-shownEnds:])
+	}
+	var b strings.Builder
+	for _, r := range rs {
+		if invisible(r) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	// A fence in the arguments would end the code block early.
+	return strings.ReplaceAll(b.String(), "```", "`\u200b``"), hidden
+}
+
+// invisible reports whether r changes how text reads without being seen.
+func invisible(r rune) bool {
+	switch {
+	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069, r == 0x200E, r == 0x200F, r == 0x061C,
+		r >= 0x200B && r <= 0x200D, r == 0x2060, r == 0xFEFF, r == 0x00AD:
+		return true
+	}
+	return unicode.IsControl(r) && r != '\n' && r != '\t'
+}
+
+func authorNames(us []agent.User) string {
+	var names []string
+	for _, u := range us {
+		if n := requesterName(u); !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // DecidedText replaces the question once it is decided: no buttons.
-func DecidedText(ev agent.ApprovalDecided) Text {
-	a := ev.Approval
-	args := oneLine(a.Args, 300)
-	body := fmt.Sprintf("%s asked to run %s", requesterName(a.Requester), ev.Name)
-	if args != "" && args != "{}" {
-		body += " with " + args
+func DecidedText(a agent.Approval) Text {
+	who := requesterName(a.Requester)
+	if len(a.Authors) > 1 {
+		who = authorNames(a.Authors)
+	}
+	body := fmt.Sprintf("%s asked to run %s", who, a.Tool)
+	if args, hidden := ShownArgs(a.Args); args != "" {
+		body += " with\n```\n" + args + "\n```"
+		if hidden > 0 {
+			body += fmt.Sprintf("\n(%d characters not shown; the whole call is attached to the question.)", hidden)
+		}
 	}
 	var outcome string
 	switch a.State {
 	case agent.ApprovalApproved:
 		outcome = "✅ Approved by " + requesterName(a.DecidedBy)
 		if a.Always {
-			outcome += "; " + ev.Name + " is allowed here from now on"
+			outcome += "; " + a.Tool + " is allowed here from now on"
 		}
 	case agent.ApprovalDenied:
-		outcome = "⛔ Denied by " + requesterName(a.DecidedBy)
+		if a.DecidedBy.ID == "" && a.Why != "" {
+			outcome = "⛔ Denied: " + a.Why
+		} else {
+			outcome = "⛔ Denied by " + requesterName(a.DecidedBy)
+		}
 	default:
 		outcome = "⌛ No decision in time; it did not run"
 	}
-	return Text{Body: body + ".\n" + outcome + "."}
+	return Text{Body: body + "\n" + outcome + "."}
 }
 
 func requesterName(u agent.User) string {
@@ -192,13 +287,10 @@ func policyPages(v agent.PolicyView) [][][]Button {
 	return pages
 }
 
-// groupRule is the rule a group's button sets: none for the heading of
-// tools in no group.
+// groupRule is the rule a group's button sets: every tool has a power,
+// and every power is a group.
 func groupRule(g agent.GroupView) (string, bool) {
-	if g.Name == agent.OtherGroup {
-		return "", false
-	}
-	return agent.GroupRule(g.Name), true
+	return agent.GroupRule(g.Name), g.Name != ""
 }
 
 // groupMode is a group's mode (its rule's, or the default) and where it
@@ -343,7 +435,13 @@ func HandleClick(ctx context.Context, d agent.Submitter, chat agent.SessionKey, 
 		if err != nil {
 			return Clicked{Notice: "That did not work; try again in a moment."}, err
 		}
-		return Clicked{Notice: res.Notice}, nil
+		c := Clicked{Notice: res.Notice}
+		if res.Applied && res.Approval.ID != "" {
+			// The question becomes its outcome, wherever the click landed.
+			done := DecidedText(res.Approval)
+			c.Replace = &done
+		}
+		return c, nil
 	case "pol":
 		parts := strings.SplitN(rest, ":", 3)
 		if len(parts) != 3 || parts[2] == "" {

@@ -5,14 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/firstmate/firstmate/adapters/internal/policytest"
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
+	"github.com/firstmate/firstmate/internal/testkit/policytest"
 )
 
 // asking is a channel that shows buttons: it writes them after the text
@@ -46,6 +48,9 @@ func (a asking) Edit(ctx context.Context, id MessageID, p Part) error {
 	return a.channel.Edit(ctx, id, withButtons(p))
 }
 
+// The question ends the turn that asked: it is posted with its buttons,
+// at once, and the decision, whoever clicks and wherever, replaces it
+// with the outcome and no buttons (HandleClick's Replace).
 func TestApprovalQuestionAndOutcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake(slackPace())
@@ -65,20 +70,81 @@ func TestApprovalQuestionAndOutcome(t *testing.T) {
 		if q.at != time.Now() {
 			t.Errorf("the question waited %v", time.Since(q.at))
 		}
-		decided := agent.Approval{State: agent.ApprovalApproved, DecidedBy: agent.User{Name: "boss"}, Requester: ask.Requester, Args: `{"command":"rm -rf build"}`}
-		if err := th.Emit(ctx, agent.ApprovalDecided{ID: "ap1", CallID: "c1", Name: "shell", Approval: decided}); err != nil {
-			t.Fatal(err)
-		}
-		e, ok := f.first("edit", "✅ Approved by boss")
-		if !ok || e.id != q.id || strings.Contains(e.text, "fm:") {
-			t.Fatalf("outcome did not replace the question without buttons: %q", f.ops())
-		}
-		// An outcome for a question this turn never posted changes nothing.
-		th.Emit(ctx, agent.ApprovalDecided{ID: "other", Name: "shell", Approval: decided})
-		if n := f.count("edit"); n != 1 {
-			t.Errorf("%d edits", n)
+		if n := f.count("upload"); n != 0 {
+			t.Errorf("a short call's question attached %d files", n)
 		}
 		end(r, th)
+	})
+	sub := &decider{decided: agent.Decided{Applied: true, Notice: "Approved by boss.", Approval: agent.Approval{ID: "ap1", Tool: "shell",
+		State: agent.ApprovalApproved, DecidedBy: agent.User{Name: "boss"}, Requester: agent.User{Name: "ann"}, Args: `{"command":"rm -rf build"}`}}}
+	c, err := HandleClick(context.Background(), sub, agent.SessionKey{Platform: "slack", Chat: "C1"}, agent.User{ID: "U9"}, "fm:ok:ap1")
+	if err != nil || c.Replace == nil || !strings.Contains(c.Replace.Body, "✅ Approved by boss") || !strings.Contains(c.Replace.Body, "rm -rf build") || len(c.Replace.Buttons) != 0 {
+		t.Fatalf("click: %+v %v", c, err)
+	}
+	if sub.got.ApprovalID != "ap1" || !sub.got.Approve || sub.got.User.ID != "U9" {
+		t.Errorf("decision %+v", sub.got)
+	}
+}
+
+// decider is a Submitter that records a decision and answers with one.
+type decider struct {
+	agent.Submitter
+	got     agent.Decision
+	decided agent.Decided
+}
+
+func (d *decider) Decide(_ context.Context, dec agent.Decision) (agent.Decided, error) {
+	d.got = dec
+	return d.decided, nil
+}
+
+// An approver sees exactly what will run: a command padded to hide its
+// end shows its head and its tail with how much is not shown, and the
+// whole call is attached; invisible characters that reorder what is read
+// are shown escaped.
+func TestApprovalShowsWhatRuns(t *testing.T) {
+	padded := `{"command":"echo ` + strings.Repeat("harmless ", 400) + `; echo HIDDEN-PAYLOAD-RAN; id"}`
+	q := ApprovalText(agent.ApprovalNeeded{ID: "ap2", Name: "shell", Args: json.RawMessage(padded), Requester: agent.User{Name: "ann"}})
+	if !strings.Contains(q.Body, "HIDDEN-PAYLOAD-RAN; id") {
+		t.Errorf("the end of the command is not shown:\n%s", q.Body)
+	}
+	hidden := len([]rune(padded)) - 2*shownEnds
+	if !strings.Contains(q.Body, fmt.Sprintf("%d characters not shown", hidden)) || !strings.Contains(q.Body, "approval-ap2.txt") {
+		t.Errorf("the cut is not said:\n%s", q.Body)
+	}
+	f, ok := ApprovalFile(agent.ApprovalNeeded{ID: "ap2", Name: "shell", Args: json.RawMessage(padded)})
+	if !ok {
+		t.Fatal("no file for a long call")
+	}
+	rc, _, err := f.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := io.ReadAll(rc)
+	if !strings.Contains(string(whole), padded) {
+		t.Errorf("the attached file lacks the call")
+	}
+	if _, ok := ApprovalFile(agent.ApprovalNeeded{ID: "ap3", Name: "shell", Args: json.RawMessage(`{"command":"ls"}`)}); ok {
+		t.Error("a file for a call shown whole")
+	}
+	// RLO would show "cat log.txt<RLO>; rm -rf ~" reordered.
+	shown, n := ShownArgs("{\"command\":\"cat log.txt\u202e; rm -rf ~\"}")
+	if n != 0 || strings.ContainsRune(shown, '\u202e') || !strings.Contains(shown, `\u202e`) {
+		t.Errorf("bidi override shown as %q", shown)
+	}
+	// A fence in the arguments does not end the code block.
+	if shown, _ := ShownArgs("{\"c\":\"```\"}"); strings.Contains(shown, "```") {
+		t.Errorf("fence kept: %q", shown)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		fk := newFake(slackPace())
+		r := NewRenderer(ModeFull, nil)
+		th := r.Thread(asking{channel{fk}})
+		th.Emit(context.Background(), agent.ApprovalNeeded{ID: "ap2", Name: "shell", Args: json.RawMessage(padded), Requester: agent.User{Name: "ann"}})
+		end(r, th)
+		if _, ok := fk.first("upload", "approval-ap2.txt"); !ok {
+			t.Errorf("the whole call was not attached: %q", fk.ops())
+		}
 	})
 }
 
@@ -216,7 +282,7 @@ func TestPolicyScreenSkillsAndMCPServers(t *testing.T) {
 	for _, want := range []string{"▸ skills: allow (default)", "deploy: allow", policytest.LongSkill + ": allow", "▸ mcp:notes: allow (default)", "notes__search: allow"} {
 		findButton(t, s, want)
 	}
-	for _, want := range []string{"• skills: allow (default); deploy=allow " + policytest.LongSkill + "=allow", "• mcp:notes: allow (default); notes__add=allow notes__search=allow"} {
+	for _, want := range []string{"• skills: allow (default); skill=allow deploy=allow " + policytest.LongSkill + "=allow", "• mcp:notes: allow (default); notes__add=allow notes__search=allow"} {
 		if !strings.Contains(s.Body, want) {
 			t.Errorf("the text lacks %q:\n%s", want, s.Body)
 		}
@@ -245,7 +311,7 @@ func TestPolicyScreenSkillsAndMCPServers(t *testing.T) {
 	if st := e.Settings(t, chat); st.Version != 0 || len(st.Tools) != 0 {
 		t.Fatalf("a non-admin's click stored %+v", st)
 	}
-	if n := len(e.Audit(t, chat, agent.AuditPolicyRefused)); n != 2 {
+	if n := len(e.Audit(t, chat, govern.AuditPolicyRefused)); n != 2 {
 		t.Errorf("%d refusals audited", n)
 	}
 
@@ -259,7 +325,7 @@ func TestPolicyScreenSkillsAndMCPServers(t *testing.T) {
 	if r := st.Tools["skill:deploy"]; st.Version != 1 || r.Mode != agent.ToolAsk || r.By != "p:U9" {
 		t.Fatalf("stored %+v", st)
 	}
-	if a := e.Audit(t, chat, agent.AuditPolicySet); len(a) != 1 || a[0].Detail != "skill:deploy=ask" {
+	if a := e.Audit(t, chat, govern.AuditPolicySet); len(a) != 1 || a[0].Detail != "skill:deploy=ask" {
 		t.Errorf("audit %+v", a)
 	}
 	findButton(t, *c.Replace, "deploy: ask (here)")

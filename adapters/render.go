@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -68,11 +69,7 @@ func NewRenderer(mode Mode, log *slog.Logger) *Renderer {
 // Thread returns the agent.Thread of one turn (or one command's reply)
 // on s. The dispatcher closes it when the turn is over.
 func (r *Renderer) Thread(s Surface) agent.Thread {
-	t := newTurn(r, s)
-	if ap, ok := s.(agent.Approver); ok {
-		return approvingTurn{t, ap}
-	}
-	return t
+	return newTurn(r, s)
 }
 
 // Close waits until every turn has shown what it still had to (an end
@@ -118,13 +115,6 @@ func (r *Renderer) writerDone() {
 	}
 }
 
-// approvingTurn is a turn on a surface that can ask a person to approve a
-// tool call (the terminal).
-type approvingTurn struct {
-	*turn
-	agent.Approver
-}
-
 // ErrClosed is what a turn's Emit returns once its renderer is closed.
 var ErrClosed = errors.New("renderer closed")
 
@@ -162,8 +152,7 @@ type turn struct {
 	draft  draftState
 	live   liveState
 	outbox []*delivery
-	end    *Reaction            // the mark still to set at the end
-	asked  map[string]MessageID // approval questions posted, by approval ID
+	end    *Reaction // the mark still to set at the end
 }
 
 // signState is the sign of life: typing, a status line, 👀.
@@ -312,11 +301,6 @@ func (t *turn) Emit(ctx context.Context, ev agent.Event) error {
 			text = PolicyScreen(ev.Text, *ev.Policy)
 		}
 		wait = t.deliver(ctx, []*delivery{{parts: t.s.Format(text)}})
-	case agent.ApprovalDecided:
-		t.progress.Apply(ev, now)
-		if id, ok := t.asked[ev.ID]; ok {
-			wait = t.deliver(ctx, []*delivery{{parts: t.s.Format(DecidedText(ev)), editID: id}})
-		}
 	}
 	if ev, ok := ev.(agent.ApprovalNeeded); ok && ev.ID != "" {
 		wait = t.ask(ctx, ev)
@@ -378,21 +362,31 @@ func (t *turn) asks() bool {
 	return ok && a.ShowsButtons()
 }
 
-// ask posts an approval question with its buttons, and remembers where,
-// so the outcome replaces it.
+// ask ends the turn with an approval question and its buttons: the turn
+// waits for nobody, and the click, whoever receives it, replaces the
+// question with its outcome (HandleClick). A surface without buttons
+// shows the question, and the person answers it as that surface lets
+// them (the terminal reads a line).
 func (t *turn) ask(ctx context.Context, ev agent.ApprovalNeeded) *batch {
+	t.endLocked()
+	_, typed := t.s.(TypedAnswers)
 	text := ApprovalText(ev)
+	if typed {
+		text = approvalText(ev, math.MaxInt)
+	}
 	if !t.asks() {
 		text.Buttons = nil
-		text.Body += " (This chat cannot show buttons, so it cannot be approved here.)"
+		if !typed {
+			text.Body += " (This chat cannot show buttons, so it cannot be approved here.)"
+		}
 	}
 	parts := t.s.Format(text)
-	return t.deliver(ctx, []*delivery{{parts: parts, posted: func(id MessageID) {
-		if t.asked == nil {
-			t.asked = map[string]MessageID{}
-		}
-		t.asked[ev.ID] = id
-	}}})
+	parts[0].Reply = true
+	ds := []*delivery{{parts: parts, stopLive: t.streaming()}}
+	if f, ok := ApprovalFile(ev); ok && !typed {
+		ds = append(ds, &delivery{file: &f})
+	}
+	return t.deliver(ctx, ds)
 }
 
 func (t *turn) plain(text string) []Part {

@@ -13,8 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/firstmate/firstmate/adapters/internal/policytest"
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/internal/testkit/policytest"
 )
 
 // The renderer's tests run in a synctest bubble: time is the bubble's, so

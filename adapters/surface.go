@@ -88,6 +88,12 @@ type Asker interface {
 	ShowsButtons() bool
 }
 
+// TypedAnswers is a surface where a person answers an approval question
+// by typing (the terminal): the question says nothing of buttons.
+type TypedAnswers interface {
+	AnswersTyped()
+}
+
 // Part is one message's worth of a [Text], formatted by the surface that
 // will send it. The renderer only hands it back to Post or Edit.
 type Part struct {

@@ -9,23 +9,24 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 )
 
 // usageReads counts the store's reads of a channel's token count and its
 // adds to it (a commit's are not among them).
 type usageReads struct {
-	agent.Store
+	testStore
 	reads, adds atomic.Int32
 }
 
 func (s *usageReads) Usage(ctx context.Context, ch agent.SessionKey, day string) (int64, error) {
 	s.reads.Add(1)
-	return s.Store.Usage(ctx, ch, day)
+	return s.testStore.Usage(ctx, ch, day)
 }
 
 func (s *usageReads) AddUsage(ctx context.Context, ch agent.SessionKey, day string, n int64) (int64, error) {
 	s.adds.Add(1)
-	return s.Store.AddUsage(ctx, ch, day, n)
+	return s.testStore.AddUsage(ctx, ch, day, n)
 }
 
 // A turn reads the channel's count once; before each later model call it
@@ -42,8 +43,8 @@ func TestBudgetReadOnceATurn(t *testing.T) {
 		r.Usage = agent.Usage{PromptTokens: 40, CompletionTokens: 10}
 		return r, nil
 	}}
-	st := &usageReads{Store: openStore(t)}
-	cfg := agent.DispatcherConfig{Tools: govTools(), Budgets: agent.Budgets{ChannelTokensPerDay: 1000}}
+	st := &usageReads{testStore: openStore(t)}
+	cfg := hcfg{Tools: govTools(), Budgets: govern.Budgets{ChannelTokensPerDay: 1000}}
 	cfg.Loop = &agent.Loop{Model: m}
 	cfg.Admins = func(platform, id string) bool { return id == "U9" }
 	h := startHarness(t, st, cfg)
@@ -107,28 +108,28 @@ func today() string { return time.Now().UTC().Format(time.DateOnly) }
 // make the next commit, or the next renewal of a lease, fail as if another
 // replica had taken the session.
 type usageAdds struct {
-	agent.Store
+	testStore
 	loseAtCommit, loseAtRenew atomic.Bool
 	adds                      chan int64
 }
 
 func (s *usageAdds) AddUsage(ctx context.Context, ch agent.SessionKey, day string, n int64) (int64, error) {
 	s.adds <- n
-	return s.Store.AddUsage(ctx, ch, day, n)
+	return s.testStore.AddUsage(ctx, ch, day, n)
 }
 
 func (s *usageAdds) Commit(ctx context.Context, key agent.SessionKey, owner string, consumed int, turn []agent.Message, out *agent.Outbound) error {
 	if s.loseAtCommit.CompareAndSwap(true, false) {
 		return agent.ErrLeaseLost
 	}
-	return s.Store.Commit(ctx, key, owner, consumed, turn, out)
+	return s.testStore.Commit(ctx, key, owner, consumed, turn, out)
 }
 
 func (s *usageAdds) Renew(ctx context.Context, key agent.SessionKey, owner string, ttl time.Duration) error {
 	if s.loseAtRenew.CompareAndSwap(true, false) {
 		return agent.ErrLeaseLost
 	}
-	return s.Store.Renew(ctx, key, owner, ttl)
+	return s.testStore.Renew(ctx, key, owner, ttl)
 }
 
 // A turn that ends without a commit still counts the tokens it spent: all
@@ -158,9 +159,9 @@ func TestUsageCountedWithoutCommit(t *testing.T) {
 			r.Usage = agent.Usage{PromptTokens: 40, CompletionTokens: 10}
 			return r, nil
 		}}
-		st := &usageAdds{Store: openStore(t), adds: make(chan int64, 16)}
+		st := &usageAdds{testStore: openStore(t), adds: make(chan int64, 16)}
 		st.loseAtCommit.Store(true)
-		cfg := agent.DispatcherConfig{Tools: govTools(), Loop: &agent.Loop{Model: m}}
+		cfg := hcfg{Tools: govTools(), Loop: &agent.Loop{Model: m}}
 		cfg.Admins = func(platform, id string) bool { return id == "U9" }
 		h := startHarness(t, st, cfg)
 		h.submit(t, agent.Inbound{Key: ch, MessageID: "m1", User: agent.User{ID: "U9"}, Text: "hi", Addressed: true})
@@ -172,7 +173,7 @@ func TestUsageCountedWithoutCommit(t *testing.T) {
 
 	t.Run("lease lost mid-turn", func(t *testing.T) {
 		var calls atomic.Int32
-		st := &usageAdds{Store: openStore(t), adds: make(chan int64, 16)}
+		st := &usageAdds{testStore: openStore(t), adds: make(chan int64, 16)}
 		m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
 			if calls.Add(1) == 1 {
 				r := &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call("c", "read", `{"text":"x"}`)}}}
@@ -185,7 +186,7 @@ func TestUsageCountedWithoutCommit(t *testing.T) {
 			<-ctx.Done()
 			return nil, context.Cause(ctx)
 		}}
-		cfg := agent.DispatcherConfig{Tools: govTools(), Loop: &agent.Loop{Model: m}, LeaseTTL: 600 * time.Millisecond}
+		cfg := hcfg{Tools: govTools(), Loop: &agent.Loop{Model: m}, LeaseTTL: 600 * time.Millisecond}
 		cfg.Admins = func(platform, id string) bool { return id == "U9" }
 		h := startHarness(t, st, cfg)
 		h.submit(t, agent.Inbound{Key: ch, MessageID: "m1", User: agent.User{ID: "U9"}, Text: "hi", Addressed: true})
@@ -203,7 +204,7 @@ func TestBudgetHoldsWithoutUsageFigures(t *testing.T) {
 	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
 		return answerWith("an answer of some length, as answers are"), nil // no usage
 	}}
-	h := govHarness(t, m, agent.DispatcherConfig{Tools: govTools(), Budgets: agent.Budgets{ChannelTokensPerDay: 300}})
+	h := govHarness(t, m, hcfg{Tools: govTools(), Budgets: govern.Budgets{ChannelTokensPerDay: 300}})
 	ch := agent.SessionKey{Platform: "test", Chat: "B1"}
 	for i := range 8 {
 		h.submit(t, agent.Inbound{Key: ch, MessageID: fmt.Sprintf("m%d", i), User: agent.User{ID: "U9"}, Text: "tell me about the sea", Addressed: true})

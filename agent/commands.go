@@ -15,7 +15,17 @@ type Audience int
 
 const (
 	Anyone Audience = iota // whoever may talk to the bot there
-	Admins                 // the bot's admins only
+	Admins                 // the bot's admins only (the command checks)
+)
+
+// CommandOwner is who runs a command: the Dispatcher itself, the gate, or the
+// schedules (DispatcherConfig.Later).
+type CommandOwner int
+
+const (
+	OwnCore CommandOwner = iota
+	OwnGate
+	OwnLater
 )
 
 // Command is a chat command: a message that is only its name, with or
@@ -23,102 +33,47 @@ const (
 // command's shape ("tools exec=ask", "why shell"); a sentence that merely
 // starts with the word is an ordinary message, unless it starts with a
 // slash. Commands are defined here, once: the help text, Slack's slash
-// command, Telegram's command menu and the terminal read [Commands].
+// command, Telegram's command menu and the terminal read [Commands]; what
+// one does is its owner's.
 type Command struct {
 	Name    string
 	Summary string // one line, for help and the platforms' menus
 	Args    string // the arguments' shape for help ("[group=mode …]"); "" takes none
 	Who     Audience
+	Owner   CommandOwner
 	// shaped reports whether args look like this command's arguments, so
-	// that "why is the sky blue" goes to the model; nil takes none.
-	shaped func(args string) bool
+	// that "why is the sky blue" goes to the model; nil takes none. known
+	// says whether a word names a tool here (nil: no tool is known).
+	shaped func(args string, known func(string) bool) bool
 	// seenFirst: the message is marked seen before the command takes
 	// effect, because a late redelivery must not take effect again (a stop
 	// must not stop the next turn). Other commands are safe to repeat and
 	// are marked seen only once they took effect, so a failure makes the
 	// platform deliver them again.
 	seenFirst bool
-	run       func(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error)
 }
-
-// text makes a plain reply.
-func text(s string, err error) (Notice, error) { return Notice{Text: s}, err }
 
 // commands, in the order help lists them.
 var commands = []Command{
-	{Name: "help", Summary: "what I can do, and these commands"}, // run: see init
-	{Name: "status", Summary: "what I am doing in this thread", run: func(ctx context.Context, d *Dispatcher, in Inbound, _ string) (Notice, error) {
-		return text(d.status(ctx, in.Key))
-	}},
-	{Name: "stop", Summary: "stop the running turn", seenFirst: true, run: func(_ context.Context, d *Dispatcher, in Inbound, _ string) (Notice, error) {
-		if d.Stop(in.Key) {
-			return text("Stopping.", nil)
-		}
-		return text("Nothing is running in this thread.", nil)
-	}},
-	{Name: "reset", Summary: "forget this thread's conversation (the workspace files stay)", run: func(ctx context.Context, d *Dispatcher, in Inbound, _ string) (Notice, error) {
-		if d.busy(in.Key) {
-			// The running turn would write its messages back after the
-			// reset; make the order explicit instead.
-			return text("A turn is running in this thread. Send stop first, then reset.", nil)
-		}
-		if err := d.cfg.Store.Reset(ctx, in.Key); err != nil {
-			return Notice{}, fmt.Errorf("reset history: %w", err)
-		}
-		return text("Done: I have forgotten this thread's conversation. The workspace files are still there.", nil)
-	}},
-	{Name: "tools", Summary: "this channel's tool policy; admins change it", Args: "[exec=ask web=deny …]", shaped: rulesShaped, run: toolsCommand},
-	{Name: "why", Summary: "why a tool (or skill:NAME) is or is not available here", Args: "TOOL", shaped: toolShaped, run: func(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
-		if args == "" {
-			return text("Say which tool: why shell", nil)
-		}
-		p, err := d.policy(ctx, in.Key)
-		if err != nil {
-			return Notice{}, err
-		}
-		if name, ok := IsSkillRule(strings.ToLower(strings.TrimSpace(args))); ok {
-			return text(explainSkill(p, name, d.skillTool()), nil)
-		}
-		return text(explain(p, strings.ToLower(strings.TrimSpace(args)), d.knownTools()), nil)
-	}},
-	{Name: "usage", Summary: "what this channel spent today, and its budget", run: func(ctx context.Context, d *Dispatcher, in Inbound, _ string) (Notice, error) {
-		used, err := d.cfg.Store.Usage(ctx, in.Key.Channel(), today())
-		if err != nil {
-			return Notice{}, fmt.Errorf("read usage: %w", err)
-		}
-		s := fmt.Sprintf("This channel used %d model tokens today (UTC)", used)
-		if lim := d.cfg.Budgets.ChannelTokensPerDay; lim > 0 {
-			s += fmt.Sprintf(" of its %d a day", lim)
-		} else {
-			s += "; it has no daily budget"
-		}
-		s += "."
-		if lim := d.cfg.Budgets.UserMessagesPerMinute; lim > 0 {
-			s += fmt.Sprintf(" A person may send me %d messages a minute.", lim)
-		}
-		return text(s, nil)
-	}},
-	{Name: "schedule", Summary: "post a prompt here later: in 90m, at 09:00, or on a cron", Args: "in|at|cron WHEN PROMPT", shaped: scheduleShaped,
-		seenFirst: true, run: scheduleCommand}, // a redelivery must not make a second schedule
-	{Name: "schedules", Summary: "this channel's schedules and waits (yours; admins see all)", run: schedulesCommand},
-	{Name: "unschedule", Summary: "remove a schedule (yours; admins any of this channel's)", Args: "ID", shaped: scheduleIDShaped, run: unscheduleCommand},
-	{Name: "timezone", Summary: "this channel's time zone for schedules; admins change it", Args: "[ZONE|default]", shaped: zoneShaped, run: timezoneCommand},
-	{Name: "pair", Summary: "approve a pairing code someone was given", Args: "CODE", Who: Admins, shaped: IsCode, run: func(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
-		if !IsCode(args) {
-			return text("Send the code as it was given, like: pair K7QP-M2XD", nil)
-		}
-		return text(d.approvePairing(ctx, in, args))
-	}},
-}
-
-func init() {
-	// Help lists the commands, help among them: set here, or the list
-	// would refer to itself while it is being initialized.
-	commands[0].run = func(context.Context, *Dispatcher, Inbound, string) (Notice, error) { return text(helpText(), nil) }
+	{Name: "help", Summary: "what I can do, and these commands"},
+	{Name: "status", Summary: "what I am doing in this thread"},
+	{Name: "stop", Summary: "stop the running turn", seenFirst: true},
+	{Name: "reset", Summary: "forget this thread's conversation (the workspace files stay)"},
+	{Name: "tools", Summary: "this channel's tool policy; admins change it", Args: "[exec=ask web=deny …]", Owner: OwnGate, shaped: rulesShaped},
+	{Name: "why", Summary: "why a tool (or skill:NAME) is or is not available here", Args: "TOOL", Owner: OwnGate, shaped: toolShaped},
+	{Name: "usage", Summary: "what this channel spent today, and its budget", Owner: OwnGate},
+	{Name: "jobs", Summary: "this channel's background jobs; its starter or an admin stops one", Args: "[stop ID]", Owner: OwnGate, shaped: jobsShaped,
+		seenFirst: true}, // a redelivered stop must not stop a later job
+	{Name: "schedule", Summary: "post a prompt here later: in 90m, at 09:00, or on a cron", Args: "in|at|cron WHEN PROMPT", Owner: OwnLater, shaped: scheduleShaped,
+		seenFirst: true}, // a redelivery must not make a second schedule
+	{Name: "schedules", Summary: "this channel's schedules and waits (yours; admins see all)", Owner: OwnLater},
+	{Name: "unschedule", Summary: "remove a schedule (yours; admins any of this channel's)", Args: "ID", Owner: OwnLater, shaped: scheduleIDShaped},
+	{Name: "timezone", Summary: "this channel's time zone for schedules; admins change it", Args: "[ZONE|default]", Owner: OwnLater, shaped: zoneShaped},
+	{Name: "pair", Summary: "approve a pairing code someone was given", Args: "CODE", Who: Admins, Owner: OwnGate, shaped: codeShaped},
 }
 
 // rulesShaped: "exec=ask web=deny".
-func rulesShaped(args string) bool {
+func rulesShaped(args string, _ func(string) bool) bool {
 	fields := strings.Fields(args)
 	for _, f := range fields {
 		name, mode, ok := strings.Cut(f, "=")
@@ -129,70 +84,63 @@ func rulesShaped(args string) bool {
 	return len(fields) > 0
 }
 
-// toolShaped: one word that names a tool or a group.
-func toolShaped(args string) bool {
+// toolShaped: one word that names a tool here, a group, or a rule
+// (group:NAME, tool:NAME, skill:NAME, mcp:SERVER).
+func toolShaped(args string, known func(string) bool) bool {
 	w := strings.ToLower(strings.TrimSpace(args))
-	return w != "" && !strings.ContainsAny(w, " \t\n") && (GroupOf(w) != "" || slices.Contains(Groups(), w))
+	if w == "" || strings.ContainsAny(w, " \t\n") {
+		return false
+	}
+	if slices.Contains(Groups(), w) || (known != nil && known(w)) {
+		return true
+	}
+	for _, p := range []string{"group:", "tool:", SkillPrefix, "mcp:"} {
+		if strings.HasPrefix(w, p) && len(w) > len(p) {
+			return true
+		}
+	}
+	return false
 }
 
-// toolsCommand shows the channel's policy or, with rules, changes it.
-func toolsCommand(ctx context.Context, d *Dispatcher, in Inbound, args string) (Notice, error) {
-	if strings.TrimSpace(args) == "" {
-		v, err := d.Policy(ctx, in.Key, in.User)
-		if err != nil {
-			return Notice{}, err
-		}
-		s := describePolicy(v)
-		if p, err := d.policy(ctx, in.Key); err == nil {
-			s += skillRules(p)
-		}
-		return Notice{Text: s, Policy: &v}, nil
-	}
-	change := PolicyChange{Version: -1, Set: map[string]ToolMode{}}
-	known := d.knownTools()
-	for _, f := range strings.Fields(args) {
-		name, mode, ok := strings.Cut(f, "=")
-		if !ok {
-			return text(fmt.Sprintf("%q is not rule=mode; write it like exec=ask.", f), nil)
-		}
-		rule, err := ParseRuleName(name, known)
-		if err != nil {
-			return text(err.Error()+".", nil)
-		}
-		if strings.EqualFold(mode, "default") || strings.EqualFold(mode, "inherit") {
-			change.Set[rule] = ""
-			continue
-		}
-		m, err := ParseMode(mode)
-		if err != nil {
-			return text(err.Error()+".", nil)
-		}
-		change.Set[rule] = m
-	}
-	v, err := d.SetPolicy(ctx, in.Key, in.User, change)
-	switch {
-	case errors.Is(err, ErrNotAdmin):
-		return text("Only an admin can change this channel's tools. Send tools to see them, or why TOOL.", nil)
-	case err != nil:
-		return Notice{}, err
-	}
-	reply := "Saved. " + describePolicy(v)
-	if p, err := d.policy(ctx, in.Key); err == nil {
-		reply += skillRules(p)
-		for _, l := range p.Leaks(known) {
-			reply += "\nNote: " + l
-		}
-	}
-	return Notice{Text: reply, Policy: &v}, nil
+// jobsShaped: "stop 3".
+func jobsShaped(args string, _ func(string) bool) bool {
+	verb, id, _ := strings.Cut(strings.TrimSpace(args), " ")
+	return strings.EqualFold(verb, "stop") && strings.Trim(strings.TrimSpace(id), "0123456789") == "" && strings.TrimSpace(id) != ""
 }
+
+func codeShaped(args string, _ func(string) bool) bool { return IsCode(args) }
+
+// scheduleShaped: "in 90m …", "at 09:00 …", "cron 0 9 * * 1-5 …".
+func scheduleShaped(args string, _ func(string) bool) bool {
+	how, rest, _ := strings.Cut(args, " ")
+	switch strings.ToLower(how) {
+	case "in", "at", "cron":
+		return strings.TrimSpace(rest) != ""
+	}
+	return false
+}
+
+// IDAlphabet leaves out letters and digits that read alike (0 o, 1 l i),
+// for IDs people type (schedules').
+const IDAlphabet = "23456789abcdefghjkmnpqrstuvwxyz"
+
+// scheduleIDShaped: one word of the IDs' alphabet.
+func scheduleIDShaped(args string, _ func(string) bool) bool {
+	return len(args) >= 4 && len(args) <= 16 && strings.Trim(strings.ToLower(args), IDAlphabet) == ""
+}
+
+// zoneShaped: one word, such as Asia/Tokyo or default.
+func zoneShaped(args string, _ func(string) bool) bool { return len(strings.Fields(args)) == 1 }
 
 // Commands lists the chat commands, in the order help shows them.
 func Commands() []Command { return slices.Clone(commands) }
 
 // ParseCommand returns the command a message is, if it is one, and its
 // arguments. "/why is the sky blue" is the command why (which says what is
-// wrong with its argument); "why is the sky blue" is a question.
-func ParseCommand(text string) (cmd Command, args string, ok bool) {
+// wrong with its argument); "why is the sky blue" is a question. known
+// says whether a word names a tool here, for the shapes that name tools
+// ("why shell"); nil knows none, which only slash forms need.
+func ParseCommand(text string, known func(string) bool) (cmd Command, args string, ok bool) {
 	text = strings.TrimSpace(text)
 	slash := strings.HasPrefix(text, "/")
 	name, args, _ := strings.Cut(strings.TrimPrefix(text, "/"), " ")
@@ -201,7 +149,7 @@ func ParseCommand(text string) (cmd Command, args string, ok bool) {
 		if c.Name != name {
 			continue
 		}
-		if args == "" || slash || (c.shaped != nil && c.shaped(args)) {
+		if args == "" || slash || (c.shaped != nil && c.shaped(args, known)) {
 			return c, args, true
 		}
 	}
@@ -237,6 +185,38 @@ func helpText() string {
 	return b.String()
 }
 
+// codeAlphabet has no letters that read like digits (no I, L, O, U).
+const codeAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// NormalizeCode upper-cases a pairing code as typed and restores its dash.
+func NormalizeCode(s string) string {
+	s = strings.ToUpper(strings.Map(func(r rune) rune {
+		if r == '-' || r == ' ' {
+			return -1
+		}
+		return r
+	}, strings.TrimSpace(s)))
+	if len(s) == 8 {
+		return s[:4] + "-" + s[4:]
+	}
+	return s
+}
+
+// IsCode reports whether s, as typed, is shaped like a pairing code
+// ("K7QP-M2XD").
+func IsCode(s string) bool {
+	c := NormalizeCode(s)
+	if len(c) != 9 || c[4] != '-' {
+		return false
+	}
+	for i, r := range c {
+		if i != 4 && !strings.ContainsRune(codeAlphabet, r) {
+			return false
+		}
+	}
+	return true
+}
+
 // command runs a chat command. Its effect happens before Submit returns;
 // the reply is sent in the background so the platform is acknowledged
 // without waiting for it.
@@ -254,13 +234,21 @@ func (d *Dispatcher) command(ctx context.Context, cmd Command, args string, in I
 		}
 	}
 	var reply Notice
-	if cmd.Who == Admins && !d.globalAdmin(in.Key.Platform, in.User) {
-		reply.Text = "Only an admin can use " + cmd.Name + " here."
-	} else {
-		var err error
-		if reply, err = cmd.run(ctx, d, in, args); err != nil {
-			return err
+	var err error
+	switch cmd.Owner {
+	case OwnGate:
+		reply, err = d.cfg.Gate.RunCommand(ctx, cmd.Name, in, args)
+	case OwnLater:
+		if d.cfg.Later == nil {
+			reply.Text = "Scheduling is not available here (the operator turned it off, or the store cannot keep schedules)."
+		} else {
+			reply, err = d.cfg.Later.RunCommand(ctx, cmd.Name, in, args)
 		}
+	default:
+		reply, err = d.coreCommand(ctx, cmd.Name, in)
+	}
+	if err != nil {
+		return err
 	}
 	if !cmd.seenFirst {
 		if first, err := markSeen(); err != nil || !first {
@@ -269,6 +257,42 @@ func (d *Dispatcher) command(ctx context.Context, cmd Command, args string, in I
 	}
 	d.reply(ctx, in, reply)
 	return nil
+}
+
+// coreCommand runs the commands about the session itself.
+func (d *Dispatcher) coreCommand(ctx context.Context, name string, in Inbound) (Notice, error) {
+	switch name {
+	case "help":
+		return Notice{Text: helpText()}, nil
+	case "status":
+		s, err := d.status(ctx, in.Key)
+		return Notice{Text: s}, err
+	case "stop":
+		if d.Stop(in.Key) {
+			return Notice{Text: "Stopping."}, nil
+		}
+		return Notice{Text: "Nothing is running in this thread."}, nil
+	case "reset":
+		d.mu.Lock()
+		_, busy := d.sessions[in.Key]
+		d.mu.Unlock()
+		if busy {
+			// The running turn would write its messages back after the
+			// reset; make the order explicit instead.
+			return Notice{Text: "A turn is running in this thread. Send stop first, then reset."}, nil
+		}
+		if err := d.cfg.Store.Reset(ctx, in.Key); err != nil {
+			return Notice{}, fmt.Errorf("reset history: %w", err)
+		}
+		text := "Done: I have forgotten this thread's conversation. The workspace files are still there."
+		if more, err := d.cfg.Gate.Forget(ctx, in.Key, in.User); err != nil {
+			d.log.Warn("reset: stop the session's jobs", "session", in.Key.String(), "err", err)
+		} else if more != "" {
+			text += " " + more
+		}
+		return Notice{Text: text}, nil
+	}
+	return Notice{}, fmt.Errorf("%w command %q", ErrInvalid, name)
 }
 
 // reply shows n in in's thread, in the background: the platform is
@@ -293,12 +317,10 @@ func (d *Dispatcher) reply(ctx context.Context, in Inbound, n Notice) {
 	})
 }
 
-// busy reports whether this process has a turn queued or running for key.
-func (d *Dispatcher) busy(key SessionKey) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.sessions[key]
-	return ok
+// Tell leaves a note in a session's thread, in the background (a job that
+// was stopped says so where it was started).
+func (d *Dispatcher) Tell(ctx context.Context, key SessionKey, text string) {
+	d.reply(ctx, Inbound{Key: key, MessageID: "note", Addressed: true, Time: time.Now()}, Notice{Text: text})
 }
 
 func (d *Dispatcher) status(ctx context.Context, key SessionKey) (string, error) {
@@ -333,8 +355,8 @@ func (d *Dispatcher) status(ctx context.Context, key SessionKey) (string, error)
 		}
 	}
 	fmt.Fprintf(&b, "\nConversation: %d turn(s), %d message(s).", turns, len(hist))
-	if d.cfg.ModelName != "" {
-		fmt.Fprintf(&b, "\nModel: %s.", d.cfg.ModelName)
+	if name := d.cfg.Loop.ModelName; name != "" {
+		fmt.Fprintf(&b, "\nModel: %s.", name)
 	}
 	if d.cfg.Tools != nil {
 		fmt.Fprintf(&b, "\nTools: %s.", strings.Join(d.cfg.Tools.Now().Names(), ", "))
@@ -345,11 +367,21 @@ func (d *Dispatcher) status(ctx context.Context, key SessionKey) (string, error)
 // inputMessage folds a turn's mailbox into one user message. Each entry is
 // attributed when the platform named its author (several people share a
 // channel), capped so one huge paste cannot crowd out the rest, and lists
-// the files that came with it.
+// the files that came with it. Entries that resume an approval are not
+// messages; a mailbox of only those makes none (Role empty).
 func inputMessage(mailbox []Inbound, maxBytes int) Message {
+	var msgs []Inbound
+	for _, in := range mailbox {
+		if in.Approval == "" {
+			msgs = append(msgs, in)
+		}
+	}
+	if len(msgs) == 0 {
+		return Message{}
+	}
 	var b strings.Builder
-	per := maxBytes / len(mailbox)
-	for i, in := range mailbox {
+	per := maxBytes / len(msgs)
+	for i, in := range msgs {
 		if i > 0 {
 			b.WriteString("\n\n")
 		}
@@ -393,16 +425,16 @@ func orUnknown(s string) string {
 
 // userMessage is what a person is told when a turn fails: short, human,
 // with what to do. The error itself goes to the log.
-func (d *Dispatcher) userMessage(err error) string {
+func userMessage(err error, timeout time.Duration) string {
 	var me *ModelError
-	var be *BudgetError
+	var told Told
 	switch {
 	case errors.Is(err, ErrStopped):
 		return "Stopped."
-	case errors.As(err, &be):
-		return fmt.Sprintf("This channel has used its model budget for today (%d of %d tokens), so I stopped. It resets at midnight UTC; an admin can raise budgets.channel_tokens_per_day.", be.Used, be.Limit)
+	case errors.As(err, &told):
+		return told.Told()
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Sprintf("That took longer than my %s limit, so I stopped. Ask me to continue if you want me to go on.", d.cfg.Loop.Timeout)
+		return fmt.Sprintf("That took longer than my %s limit, so I stopped. Ask me to continue if you want me to go on.", timeout)
 	case errors.Is(err, ErrModelTooLarge):
 		return "The model's answer grew past the size I accept, so I dropped it (the detail is in the log). Try asking for less at once."
 	case errors.Is(err, ErrModelStalled):

@@ -16,7 +16,7 @@ import (
 
 // faultyStore is a real store with faults injected into some methods.
 type faultyStore struct {
-	agent.Store
+	testStore
 	commitFails atomic.Int32 // how many Commits fail before they work; -1 forever
 	renewLost   atomic.Bool
 }
@@ -30,14 +30,14 @@ func (f *faultyStore) Commit(ctx context.Context, key agent.SessionKey, owner st
 		}
 		return errStoreDown
 	}
-	return f.Store.Commit(ctx, key, owner, consumed, turn, out)
+	return f.testStore.Commit(ctx, key, owner, consumed, turn, out)
 }
 
 func (f *faultyStore) Renew(ctx context.Context, key agent.SessionKey, owner string, ttl time.Duration) error {
 	if f.renewLost.Load() {
 		return agent.ErrLeaseLost
 	}
-	return f.Store.Renew(ctx, key, owner, ttl)
+	return f.testStore.Renew(ctx, key, owner, ttl)
 }
 
 func echoModel() *funcModel {
@@ -47,10 +47,10 @@ func echoModel() *funcModel {
 }
 
 func TestCommitRetriedOnce(t *testing.T) {
-	st := &faultyStore{Store: openStore(t)}
+	st := &faultyStore{testStore: openStore(t)}
 	st.commitFails.Store(1)
 	m := echoModel()
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}})
 	h.submit(t, inbound(keyA, "m1", "hello"))
 	h.idle(t, keyA)
 	answers, _, _ := h.p.final(keyA)
@@ -66,10 +66,10 @@ func TestCommitRetriedOnce(t *testing.T) {
 // nothing is shown (showing an answer that is not saved would answer the
 // message twice), the message is kept and the lease given up.
 func TestCommitFailingForeverShowsNothing(t *testing.T) {
-	st := &faultyStore{Store: openStore(t)}
+	st := &faultyStore{testStore: openStore(t)}
 	st.commitFails.Store(-1)
 	m := echoModel()
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, LeaseTTL: 600 * time.Millisecond, ReadyEvery: time.Hour})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, LeaseTTL: 600 * time.Millisecond, ReadyEvery: time.Hour})
 	h.submit(t, inbound(keyA, "m1", "hello"))
 	h.idle(t, keyA)
 	time.Sleep(50 * time.Millisecond)
@@ -96,7 +96,7 @@ func TestPendingMessagesPickedUpAtStart(t *testing.T) {
 		}
 	}
 	m := echoModel()
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}})
 	waitFor(t, func() bool { return m.calls.Load() == 2 })
 	h.idle(t, keyA)
 	h.idle(t, keyB)
@@ -114,7 +114,7 @@ func TestLeaseHeldElsewhereIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := echoModel()
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, LeaseTTL: 150 * time.Millisecond})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, LeaseTTL: 150 * time.Millisecond})
 	h.submit(t, inbound(keyA, "m1", "hello"))
 	waitFor(t, func() bool { a, _, _ := h.p.final(keyA); return len(a) == 1 })
 	if m.calls.Load() != 1 {
@@ -123,12 +123,12 @@ func TestLeaseHeldElsewhereIsRetried(t *testing.T) {
 }
 
 func TestLeaseLostMidTurnNeitherAnswersNorCommits(t *testing.T) {
-	st := &faultyStore{Store: openStore(t)}
+	st := &faultyStore{testStore: openStore(t)}
 	m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}}
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, LeaseTTL: 60 * time.Millisecond})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, LeaseTTL: 60 * time.Millisecond})
 	st.renewLost.Store(true)
 	h.submit(t, inbound(keyA, "m1", "hello"))
 	h.idle(t, keyA)
@@ -190,7 +190,7 @@ func TestShutdownHandsOverAfterGraceAndRefusesNewMessages(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}}
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, Grace: 50 * time.Millisecond})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, Grace: 50 * time.Millisecond})
 	h.submit(t, inbound(keyA, "m1", "long job"))
 	waitFor(t, func() bool { return m.inFlight.Load() == 1 })
 	h.stop()
@@ -246,7 +246,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: echoModel()}, Workers: 4})
+		h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: echoModel()}, Workers: 4})
 		for i, k := range []agent.SessionKey{keyA, keyB} {
 			h.submit(t, inbound(k, "m"+string(rune('0'+i)), "hi"))
 			h.submit(t, inbound(k, "c"+string(rune('0'+i)), "status"))

@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
+	"github.com/firstmate/firstmate/agent/schedules"
 	"github.com/firstmate/firstmate/store/local"
 	"github.com/firstmate/firstmate/tools"
 )
@@ -104,19 +106,58 @@ func lastUser(req *agent.Request) string {
 	return ""
 }
 
+// testStore is every role of a store the harness needs (store/local's, or
+// one of the faulty wrappers of these tests).
+type testStore interface {
+	agent.Sessions
+	govern.Store
+	schedules.Store
+	Boot(ctx context.Context, replica string) (int64, error)
+}
+
 type harness struct {
 	d     *agent.Dispatcher
+	gate  *govern.Gate
 	p     *platform
-	store agent.Store
+	store testStore
 	stop  func()
+}
+
+// hcfg is what a test sets of a harness: the dispatcher's settings, the
+// gate's, and a scheduler.
+type hcfg struct {
+	Loop                 *agent.Loop
+	Tools                *tools.Set
+	Workers              int
+	LeaseTTL, ReadyEvery time.Duration
+	Grace                time.Duration
+	Observer             agent.Observer
+	// Replica, if set, names the lease owner with the store's boot count,
+	// as a replica of serve does.
+	Replica string
+	Limits  agent.InputLimits
+	// Platform serves every session's threads (default: a recording one);
+	// WorkspaceDir holds the channels' workspaces (default: a temp dir).
+	Platform     agent.Platform
+	WorkspaceDir string
+
+	Policy          govern.Defaults
+	Access          map[string]govern.Access
+	Admins          func(platform, id string) bool
+	Budgets         govern.Budgets
+	ApprovalTimeout time.Duration
+	Skills          govern.SkillCatalog
+	Jobs            tools.JobBoard
+
+	Scheduler *schedules.Scheduler
 }
 
 func newHarness(t *testing.T, m agent.Model, workers int) *harness {
 	t.Helper()
-	return startHarness(t, openStore(t), agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, Workers: workers})
+	return startHarness(t, openStore(t), hcfg{Loop: &agent.Loop{Model: m}, Workers: workers})
 }
 
-func openStore(t *testing.T) agent.Store {
+func openStore(t *testing.T) *local.Store {
 	st, err := local.Open(filepath.Join(t.TempDir(), "firstmate.db"), agent.Retention{})
 	if err != nil {
 		t.Fatal(err)
@@ -125,27 +166,77 @@ func openStore(t *testing.T) agent.Store {
 	return st
 }
 
-// startHarness runs a dispatcher on st with cfg's Loop, Workers, LeaseTTL
-// and Grace, until the test ends or h.stop is called.
-func startHarness(t *testing.T, st agent.Store, cfg agent.DispatcherConfig) *harness {
+// build makes the gate and the dispatcher of c over st, as cmd/firstmate
+// wires them, with p as every platform's (and the scheduler bound).
+func build(t *testing.T, st testStore, c hcfg, p agent.Platform) (*agent.Dispatcher, *govern.Gate) {
+	t.Helper()
+	if c.Tools == nil {
+		c.Tools = testTools(t)
+	}
+	platforms := map[string]agent.Platform{"test": p}
+	for name := range c.Access {
+		platforms[name] = p
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 3 * time.Second
+	}
+	if cat, ok := c.Loop.Skills.(govern.SkillCatalog); ok && c.Skills == nil {
+		c.Skills = cat
+	}
+	var admins func(string, agent.User) bool
+	if c.Admins != nil {
+		admins = func(platform string, u agent.User) bool { return c.Admins(platform, u.ID) }
+	}
+	ws := tools.Workspaces{Dir: c.WorkspaceDir}
+	if ws.Dir == "" {
+		ws.Dir = t.TempDir()
+	}
+	var d *agent.Dispatcher
+	gate := govern.New(govern.Config{Store: st, Tools: c.Tools, Policy: c.Policy, Access: c.Access, Admins: admins, Budgets: c.Budgets,
+		ApprovalTimeout: c.ApprovalTimeout, Platforms: platforms, Skills: c.Skills, Workspaces: ws, Jobs: c.Jobs, Observer: c.Observer,
+		Tell: func(ctx context.Context, key agent.SessionKey, text string) { d.Tell(ctx, key, text) }})
+	owner := ""
+	if c.Replica != "" {
+		boot, err := st.Boot(t.Context(), c.Replica)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner = agent.Owner(c.Replica, boot)
+	}
+	dc := agent.DispatcherConfig{Store: st, Gate: gate, Loop: c.Loop, Tools: c.Tools, Platforms: platforms, Workspaces: ws,
+		Workers: c.Workers, LeaseTTL: c.LeaseTTL, ReadyEvery: c.ReadyEvery, Grace: c.Grace, Owner: owner, Limits: c.Limits, Observer: c.Observer}
+	if c.Scheduler != nil {
+		dc.Later = c.Scheduler
+	}
+	d = agent.NewDispatcher(dc)
+	if c.Scheduler != nil {
+		c.Scheduler.Bind(gate, d)
+	}
+	return d, gate
+}
+
+// startHarness runs a dispatcher on st with c (and its scheduler, if it
+// has one), until the test ends or h.stop is called.
+func startHarness(t *testing.T, st testStore, c hcfg) *harness {
 	t.Helper()
 	p := &platform{}
-	cfg.Store, cfg.WorkspaceDir = st, t.TempDir()
-	if cfg.Tools == nil {
-		cfg.Tools = testTools(t)
+	var pl agent.Platform = p
+	if c.Platform != nil {
+		pl = c.Platform
 	}
-	cfg.Platforms = map[string]agent.Platform{"test": p}
-	for name := range cfg.Access {
-		cfg.Platforms[name] = p
-	}
-	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = 3 * time.Second
-	}
-	d := agent.NewDispatcher(cfg)
+	d, gate := build(t, st, c, pl)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { d.Run(ctx); close(done) }()
-	h := &harness{d: d, p: p, store: st}
+	go func() {
+		var wg sync.WaitGroup
+		if c.Scheduler != nil {
+			wg.Go(func() { c.Scheduler.Run(ctx, "test-replica", nil) })
+		}
+		d.Run(ctx)
+		wg.Wait()
+		close(done)
+	}()
+	h := &harness{d: d, gate: gate, p: p, store: st}
 	var once sync.Once
 	h.stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(h.stop)
@@ -338,7 +429,7 @@ func TestDispatcherFairShareShutdown(t *testing.T) {
 		}
 		return m.f(ctx, req)
 	}}
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: slow}, Workers: 1, LeaseTTL: time.Hour, Grace: 3 * time.Second})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: slow}, Workers: 1, LeaseTTL: time.Hour, Grace: 3 * time.Second})
 	h.submit(t, inbound(keyA, "a1", "A1"))
 	waitFor(t, func() bool { return slow.inFlight.Load() == 1 })
 	h.submit(t, inbound(keyA, "a2", "A2"))
@@ -534,12 +625,7 @@ func TestFollowUpsAndThreadContext(t *testing.T) {
 	}}
 	st := openStore(t)
 	p := &readerPlatform{earlier: "[bob] the build broke at step 3"}
-	d := agent.NewDispatcher(agent.DispatcherConfig{Store: st, Loop: &agent.Loop{Model: m}, WorkspaceDir: t.TempDir(),
-		Platforms: map[string]agent.Platform{"test": p}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { d.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	d := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, Platform: p}).d
 	submit := func(in agent.Inbound) {
 		t.Helper()
 		if err := d.Submit(t.Context(), in); err != nil {
@@ -596,12 +682,7 @@ func TestFilesDownloadedAtTurnStart(t *testing.T) {
 	}}
 	st := openStore(t)
 	dir := t.TempDir()
-	d := agent.NewDispatcher(agent.DispatcherConfig{Store: st, Loop: &agent.Loop{Model: m}, WorkspaceDir: dir,
-		Platforms: map[string]agent.Platform{"test": &dlPlatform{}}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { d.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	d := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, WorkspaceDir: dir, Platform: &dlPlatform{}}).d
 	in := inbound(keyA, "m1", "look at these")
 	in.Files = []agent.File{{Name: "a.csv", URL: "ok", MIME: "text/csv", Size: 10}, {Name: "big.iso", URL: "big"}}
 	if err := d.Submit(t.Context(), in); err != nil {
@@ -641,23 +722,15 @@ func TestHugeInputIsCutWithANote(t *testing.T) {
 // A command for admins only answers others with a refusal and does
 // nothing; help lists every command of the registry.
 func TestCommandsForAdminsOnly(t *testing.T) {
-	ran := 0
-	restore := agent.AddCommandForTest(agent.Command{Name: "policy", Summary: "change what tools may do here", Who: agent.Admins},
-		func(context.Context, agent.Inbound) (string, error) { ran++; return "changed", nil })
-	defer restore()
-	h := startHarness(t, openStore(t), agent.DispatcherConfig{Loop: &agent.Loop{Model: &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) { return answerWith("no"), nil }}},
+	h := startHarness(t, openStore(t), hcfg{Loop: &agent.Loop{Model: &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) { return answerWith("no"), nil }}},
 		Workers: 1, Admins: func(_, id string) bool { return id == "U9" }})
-	stranger := inbound(keyA, "c1", "/policy")
-	admin := inbound(keyA, "c2", "policy")
-	admin.User.ID = "U9"
-	h.submit(t, stranger)
-	h.submit(t, admin)
+	h.submit(t, inbound(keyA, "c1", "/pair K7QP-M2XD"))
 	h.submit(t, inbound(keyA, "c3", "help"))
 	h.stop()
 	_, _, notices := h.p.final(keyA) // replies are sent in the background: in any order
 	slices.Sort(notices)
-	if ran != 1 || len(notices) != 3 || notices[1] != "Only an admin can use policy here." || notices[2] != "changed" {
-		t.Fatalf("ran %d, notices %q", ran, notices)
+	if len(notices) != 2 || notices[1] != "Only an admin can approve a pairing code." {
+		t.Fatalf("notices %q", notices)
 	}
 	help := notices[0]
 	for _, c := range agent.Commands() {
@@ -665,8 +738,8 @@ func TestCommandsForAdminsOnly(t *testing.T) {
 			t.Errorf("help lacks %s: %q", c.Name, help)
 		}
 	}
-	if !strings.Contains(help, "• policy: change what tools may do here (admins)") {
-		t.Errorf("help does not say policy is for admins: %q", help)
+	if !strings.Contains(help, "• pair CODE: approve a pairing code someone was given (admins)") {
+		t.Errorf("help does not say pair is for admins: %q", help)
 	}
 }
 

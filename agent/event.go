@@ -36,27 +36,24 @@ type ToolFinished struct {
 	Duration time.Duration
 }
 
-// ApprovalNeeded asks the thread to let a person decide on a tool call.
-// With an ID, the decision is a durable record: the thread shows the
-// question with buttons whose clicks reach [Submitter.Decide] (on any
-// replica), and [ApprovalDecided] follows. Without one, the thread must be
-// an [Approver] (the terminal) and decides itself.
+// ApprovalNeeded asks the thread to let a person decide on a tool call, and
+// ends the turn that asked: the decision is a durable record, the thread
+// shows the question with buttons whose clicks reach [Submitter.Decide]
+// (on any replica), and the decision resumes the session as a new turn.
 type ApprovalNeeded struct {
 	CallID    string
 	Name      string
 	Args      json.RawMessage
 	ID        string    // the approval's ID, for its buttons
 	Requester User      // whose message started the turn
+	Authors   []User    // whose messages the turn answered: they, or an admin, decide
 	Deadline  time.Time // no decision by then is a denial
-}
-
-// ApprovalDecided ends an approval: the thread shows the outcome where it
-// asked.
-type ApprovalDecided struct {
-	ID       string
-	CallID   string
-	Name     string
-	Approval Approval // its final state, who decided and when
+	// Text is what the model wrote before the call, if anything; Steps,
+	// Tools and Took describe the turn that asked, as an Answer's do.
+	Text  string
+	Steps int
+	Tools int
+	Took  time.Duration
 }
 
 // Answer is the turn's final text, with workspace files to attach.
@@ -91,12 +88,11 @@ type Notice struct {
 	Policy *PolicyView
 }
 
-func (TurnStarted) isEvent()     {}
-func (TextDelta) isEvent()       {}
-func (ToolStarted) isEvent()     {}
-func (ToolFinished) isEvent()    {}
-func (ApprovalNeeded) isEvent()  {}
-func (ApprovalDecided) isEvent() {}
-func (Answer) isEvent()          {}
-func (Failed) isEvent()          {}
-func (Notice) isEvent()          {}
+func (TurnStarted) isEvent()    {}
+func (TextDelta) isEvent()      {}
+func (ToolStarted) isEvent()    {}
+func (ToolFinished) isEvent()   {}
+func (ApprovalNeeded) isEvent() {}
+func (Answer) isEvent()         {}
+func (Failed) isEvent()         {}
+func (Notice) isEvent()         {}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/tools"
@@ -96,3 +97,33 @@ func testTools(t testing.TB) *tools.Set {
 		}),
 	})
 }
+
+// fakeGate is a TurnGate with a policy of mode (nil: allow all) that
+// tells after of each model call and records what it was asked.
+type fakeGate struct {
+	mode  func(string) agent.ToolMode
+	after func(ctx context.Context, u agent.Usage, took time.Duration, err error)
+	asked []agent.Pending
+}
+
+func (g *fakeGate) Mode(name string) agent.ToolMode {
+	if g.mode == nil {
+		return agent.ToolAllow
+	}
+	return g.mode(name)
+}
+
+func (g *fakeGate) CallMode(c agent.ToolCall) (agent.ToolMode, string) { return g.Mode(c.Name), c.Name }
+func (g *fakeGate) BeforeModel(context.Context) error                  { return nil }
+func (g *fakeGate) AfterModel(ctx context.Context, u agent.Usage, took time.Duration, err error) {
+	if g.after != nil {
+		g.after(ctx, u, took, err)
+	}
+}
+func (g *fakeGate) ToolDone(context.Context, agent.ToolCall, string, string, time.Duration) {}
+func (g *fakeGate) Ask(_ context.Context, p agent.Pending) (agent.Approval, error) {
+	g.asked = append(g.asked, p)
+	return agent.Approval{ID: fmt.Sprint("ap", len(g.asked)), Tool: p.Rule, State: agent.ApprovalPending, Calls: p.Calls}, nil
+}
+func (g *fakeGate) Spent() agent.Spent                 { return agent.Spent{} }
+func (g *fakeGate) Flush(context.Context, agent.Spent) {}

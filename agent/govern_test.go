@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -12,92 +13,22 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 	"github.com/firstmate/firstmate/tools"
 )
-
-func TestPolicyMostSpecificRuleWins(t *testing.T) {
-	at := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
-	defaults := agent.PolicyDefaults{Default: agent.ToolAsk, Rules: map[string]agent.ToolMode{
-		"group:exec": agent.ToolDeny, "fetch": agent.ToolAllow, "group:read": agent.ToolAllow,
-	}}
-	stored := agent.ChannelSettings{Version: 3, Tools: map[string]agent.Rule{
-		"start":      {Mode: agent.ToolAsk, By: "slack:U1", At: at},
-		"group:read": {Mode: agent.ToolDeny, By: "slack:U2", At: at},
-	}}
-	p := agent.NewPolicy(agent.SessionKey{Platform: "slack", Team: "T", Chat: "C", Thread: "1.2"}, defaults, stored)
-	for _, tc := range []struct {
-		tool  string
-		mode  agent.ToolMode
-		rule  string
-		layer string
-	}{
-		{"shell", agent.ToolDeny, "group:exec", "config"},  // configured group
-		{"start", agent.ToolAsk, "start", "channel"},       // the channel's tool rule beats the configured group
-		{"grep", agent.ToolDeny, "group:read", "channel"},  // the channel's group rule replaces the configured one
-		{"fetch", agent.ToolAllow, "fetch", "config"},      // configured tool rule
-		{"search", agent.ToolAsk, "default", "config"},     // nothing names it: the default
-		{"weather", agent.ToolAsk, "default", "config"},    // no group at all
-		{"srv__query", agent.ToolAsk, "default", "config"}, // an MCP tool's group has no rule
-	} {
-		why := p.Why(tc.tool)
-		if why.Mode != tc.mode || why.Rule != tc.rule || why.Layer != tc.layer {
-			t.Errorf("%s: %+v, want %s by %s (%s)", tc.tool, why, tc.mode, tc.rule, tc.layer)
-		}
-	}
-	if why := p.Why("start"); why.By != "slack:U1" || !why.At.Equal(at) {
-		t.Errorf("who set start: %+v", why)
-	}
-	if p.Channel.Thread != "" || p.Version != 3 {
-		t.Errorf("policy of %+v version %d", p.Channel, p.Version)
-	}
-	if g := agent.GroupOf("srv__query"); g != "mcp:srv" {
-		t.Errorf("MCP tool group %q", g)
-	}
-}
-
-func TestParseRuleName(t *testing.T) {
-	known := []string{"read", "grep", "shell", "start", "srv__query"}
-	for in, want := range map[string]string{
-		"exec": "group:exec", "EXEC": "group:exec", "read": "group:read", "tool:read": "read",
-		"group:read": "group:read", "shell": "shell", "default": "default", "*": "default", "mcp:srv": "group:mcp:srv",
-	} {
-		got, err := agent.ParseRuleName(in, known)
-		if err != nil || got != want {
-			t.Errorf("ParseRuleName(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "rm", "tool:exec", "group:shell", "mcp:other", "tool:"} {
-		if got, err := agent.ParseRuleName(bad, known); err == nil {
-			t.Errorf("ParseRuleName(%q) = %q, want an error", bad, got)
-		}
-	}
-}
-
-func TestPolicyLeaks(t *testing.T) {
-	known := []string{"shell", "start", "jobs", "stop", "read", "grep"}
-	leaky := agent.NewPolicy(agent.SessionKey{Platform: "x", Chat: "y"}, agent.PolicyDefaults{Rules: map[string]agent.ToolMode{"shell": agent.ToolDeny}}, agent.ChannelSettings{})
-	leaks := leaky.Leaks(known)
-	if len(leaks) != 3 || !strings.Contains(leaks[0], "shell is deny") || !strings.Contains(strings.Join(leaks, "\n"), "start is allow") {
-		t.Errorf("leaks of deny shell: %q", leaks)
-	}
-	whole := agent.NewPolicy(agent.SessionKey{Platform: "x", Chat: "y"}, agent.PolicyDefaults{Rules: map[string]agent.ToolMode{"group:exec": agent.ToolDeny}}, agent.ChannelSettings{})
-	if leaks := whole.Leaks(known); len(leaks) != 0 {
-		t.Errorf("deny exec leaks %q", leaks)
-	}
-}
 
 func TestCommandsWithArguments(t *testing.T) {
 	for text, want := range map[string]string{
 		"tools": "tools", "/tools exec=ask web=deny": "tools", "tools exec=ask": "tools", "why shell": "why",
 		"/why is the sky blue": "why", "usage": "usage", "K7QP-M2XD": "pair", "pair k7qpm2xd": "pair",
 	} {
-		c, _, ok := agent.ParseCommand(text)
+		c, _, ok := agent.ParseCommand(text, func(n string) bool { return n == "shell" })
 		if !ok || c.Name != want {
 			t.Errorf("ParseCommand(%q) = %q, %v; want %s", text, c.Name, ok, want)
 		}
 	}
 	for _, text := range []string{"why is the sky blue", "tools are great", "why not", "usage of memory"} {
-		if c, _, ok := agent.ParseCommand(text); ok {
+		if c, _, ok := agent.ParseCommand(text, func(n string) bool { return n == "shell" }); ok {
 			t.Errorf("ParseCommand(%q) = %s; it is a question", text, c.Name)
 		}
 	}
@@ -117,7 +48,7 @@ func govTools() *tools.Set {
 
 // govHarness runs a dispatcher with govTools and admins U9 (and, on the
 // "test" platform, nobody else).
-func govHarness(t *testing.T, m agent.Model, cfg agent.DispatcherConfig) *harness {
+func govHarness(t *testing.T, m agent.Model, cfg hcfg) *harness {
 	t.Helper()
 	cfg.Loop = &agent.Loop{Model: m}
 	cfg.Admins = func(platform, id string) bool { return id == "U9" }
@@ -148,9 +79,9 @@ func TestDeniedGroupIsNeverOffered(t *testing.T) {
 		}
 		return answerWith("done"), nil
 	}}
-	h := govHarness(t, m, agent.DispatcherConfig{Tools: govTools(), Policy: agent.PolicyDefaults{Rules: map[string]agent.ToolMode{"group:exec": agent.ToolDeny}}})
+	h := govHarness(t, m, hcfg{Tools: govTools(), Policy: govern.Defaults{Rules: map[string]agent.ToolMode{"group:exec": agent.ToolDeny}}})
 	other := agent.SessionKey{Platform: "test", Chat: "C2"}
-	if _, err := agent.ChangePolicy(t.Context(), h.store, other, "test:U9", agent.PolicyChange{Version: -1, Set: map[string]agent.ToolMode{"group:web": agent.ToolDeny}}, govTools().Known()); err != nil {
+	if _, err := govern.ChangePolicy(t.Context(), h.store, other, "test:U9", agent.PolicyChange{Version: -1, Set: map[string]agent.ToolMode{"group:web": agent.ToolDeny}}, govTools()); err != nil {
 		t.Fatal(err)
 	}
 	h.submit(t, inbound(keyA, "m1", "run something"))
@@ -170,18 +101,18 @@ func TestDeniedGroupIsNeverOffered(t *testing.T) {
 	if !strings.Contains(result, "start is not allowed in this channel") {
 		t.Errorf("a denied call's result %q", result)
 	}
-	if entries := auditOf(t, h.store, agent.AuditToolCall); len(entries) != 1 || entries[0].Outcome != "denied" || entries[0].Tool != "start" {
+	if entries := auditOf(t, h.store, govern.AuditToolCall); len(entries) != 1 || entries[0].Outcome != "denied" || entries[0].Tool != "start" {
 		t.Errorf("audit of the denied call: %+v", entries)
 	}
 }
 
-func auditOf(t *testing.T, st agent.Store, action string) []agent.AuditEntry {
+func auditOf(t *testing.T, st testStore, action string) []govern.AuditEntry {
 	t.Helper()
-	all, err := st.AuditLog(t.Context(), agent.AuditQuery{})
+	all, err := st.AuditLog(t.Context(), govern.AuditQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []agent.AuditEntry
+	var out []govern.AuditEntry
 	for _, e := range all {
 		if e.Action == action {
 			out = append(out, e)
@@ -196,7 +127,7 @@ func TestPairingAStranger(t *testing.T) {
 	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
 		return answerWith("hi " + lastUser(req)), nil
 	}}
-	h := govHarness(t, m, agent.DispatcherConfig{Tools: govTools(), Access: map[string]agent.Access{"test": {Mode: agent.AccessPairing}}})
+	h := govHarness(t, m, hcfg{Tools: govTools(), Access: map[string]govern.Access{"test": {Mode: govern.AccessPairing}}})
 	dm := agent.SessionKey{Platform: "test", Chat: "D5"}
 	stranger := func(id, text string) agent.Inbound {
 		in := agent.Inbound{Key: dm, MessageID: id, User: agent.User{ID: "U5", Name: "eve"}, Text: text, Addressed: true, Private: true}
@@ -233,7 +164,7 @@ func TestPairingAStranger(t *testing.T) {
 	if answers, _, _ := h.p.final(dm); len(answers) != 1 || !strings.Contains(answers[0], "hello again") {
 		t.Fatalf("after pairing: %q", answers)
 	}
-	if len(auditOf(t, h.store, agent.AuditPairRequest)) != 1 || len(auditOf(t, h.store, agent.AuditPairApprove)) != 1 {
+	if len(auditOf(t, h.store, govern.AuditPairRequest)) != 1 || len(auditOf(t, h.store, govern.AuditPairApprove)) != 1 {
 		t.Error("pairing not audited")
 	}
 	// The code is spent.
@@ -246,18 +177,18 @@ func TestPairingAStranger(t *testing.T) {
 
 func TestGroupPairsTheChatAndAllowlistTellsOnce(t *testing.T) {
 	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) { return answerWith("ok"), nil }}
-	h := govHarness(t, m, agent.DispatcherConfig{Tools: govTools(), Access: map[string]agent.Access{
-		"test": {Mode: agent.AccessPairing}, "list": {Mode: agent.AccessAllowlist, Users: []string{"U1"}},
-		"open": {Mode: agent.AccessOpen},
+	h := govHarness(t, m, hcfg{Tools: govTools(), Access: map[string]govern.Access{
+		"test": {Mode: govern.AccessPairing}, "list": {Mode: govern.AccessAllowlist, Users: []string{"U1"}},
+		"open": {Mode: govern.AccessOpen},
 	}})
 	group := agent.SessionKey{Platform: "test", Chat: "G1"}
 	h.submit(t, agent.Inbound{Key: group, MessageID: "g1", User: agent.User{ID: "U5"}, Text: "hi", Addressed: true, ChatName: "Team"})
 	waitFor(t, func() bool { _, _, n := h.p.final(group); return len(n) == 1 })
 	ps, err := h.store.Pairings(t.Context())
-	if err != nil || len(ps) != 1 || ps[0].Kind != agent.GrantChat || ps[0].ID != "G1" || ps[0].Name != "Team" {
+	if err != nil || len(ps) != 1 || ps[0].Kind != govern.GrantChat || ps[0].ID != "G1" || ps[0].Name != "Team" {
 		t.Fatalf("pairings %+v %v", ps, err)
 	}
-	if _, err := agent.ApprovePairing(t.Context(), h.store, ps[0].Code, "cli:op"); err != nil {
+	if _, err := govern.ApprovePairing(t.Context(), h.store, ps[0].Code, "cli:op"); err != nil {
 		t.Fatal(err)
 	}
 	// Anyone in the group now.
@@ -284,7 +215,7 @@ func TestGroupPairsTheChatAndAllowlistTellsOnce(t *testing.T) {
 	if a, _, n := h.p.final(open); len(a) != 1 || len(n) != 1 || !strings.Contains(n[0], "outside this workspace") {
 		t.Fatalf("open with an outsider: answers %q notices %q", a, n)
 	}
-	if refused := auditOf(t, h.store, agent.AuditAccessRefused); len(refused) != 2 {
+	if refused := auditOf(t, h.store, govern.AuditAccessRefused); len(refused) != 2 {
 		t.Errorf("refusals audited: %+v", refused)
 	}
 }
@@ -296,7 +227,11 @@ func askingModel(tool string) *funcModel {
 		if last.Role == agent.RoleTool {
 			return answerWith("result: " + last.Content), nil
 		}
-		return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call("c1", tool, `{"text":"`+lastUser(req)+`"}`)}}}, nil
+		if strings.HasPrefix(last.Content, "[Approval") {
+			return answerWith("told: " + last.Content), nil
+		}
+		args, _ := json.Marshal(map[string]string{"text": lastUser(req)})
+		return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call("c1", tool, string(args))}}}, nil
 	}}
 }
 
@@ -318,26 +253,26 @@ func (h *harness) approvalOf(t *testing.T, key agent.SessionKey) agent.ApprovalN
 	return req
 }
 
-func (h *harness) decided(key agent.SessionKey) []agent.ApprovalDecided {
-	h.p.mu.Lock()
-	defer h.p.mu.Unlock()
-	var out []agent.ApprovalDecided
-	for _, ev := range h.p.events[key] {
-		if ev, ok := ev.(agent.ApprovalDecided); ok {
-			out = append(out, ev)
-		}
+// stored is the approval with id as the gate keeps it.
+func (h *harness) stored(t *testing.T, id string) agent.Approval {
+	t.Helper()
+	a, err := h.store.Approval(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return a
 }
 
 func TestApprovals(t *testing.T) {
-	ask := agent.PolicyDefaults{Rules: map[string]agent.ToolMode{"group:exec": agent.ToolAsk}}
+	ask := govern.Defaults{Rules: map[string]agent.ToolMode{"group:exec": agent.ToolAsk}}
 	chat := func(k agent.SessionKey) agent.SessionKey { return k.Channel() }
 
 	t.Run("approve by the requester; others and forged chats refused; a second click changes nothing", func(t *testing.T) {
-		h := govHarness(t, askingModel("shell"), agent.DispatcherConfig{Tools: govTools(), Policy: ask})
+		h := govHarness(t, askingModel("shell"), hcfg{Tools: govTools(), Policy: ask})
 		h.submit(t, inbound(keyA, "m1", "ls"))
 		req := h.approvalOf(t, keyA)
+		// The turn that asked is over: nothing waits for the click.
+		h.idle(t, keyA)
 		if req.ID == "" || req.Requester.ID != "U1" || time.Until(req.Deadline) < 4*time.Minute {
 			t.Fatalf("approval request %+v", req)
 		}
@@ -361,34 +296,38 @@ func TestApprovals(t *testing.T) {
 		if again.Applied || again.Approval.State != agent.ApprovalApproved {
 			t.Fatalf("a second click: %+v", again)
 		}
+		waitFor(t, func() bool { a, _, _ := h.p.final(keyA); return len(a) > 0 })
 		h.idle(t, keyA)
 		if a, _, _ := h.p.final(keyA); len(a) != 1 || !strings.Contains(a[0], "shell ran") {
 			t.Fatalf("answers %q", a)
 		}
-		if d := h.decided(keyA); len(d) != 1 || d[0].Approval.DecidedBy.ID != "U1" {
-			t.Fatalf("decided events %+v", d)
+		if a := h.stored(t, req.ID); a.State != agent.ApprovalApproved || a.DecidedBy.ID != "U1" {
+			t.Fatalf("stored %+v", a)
 		}
-		if len(auditOf(t, h.store, agent.AuditApprovalRefused)) != 3 || len(auditOf(t, h.store, agent.AuditApprovalDecided)) != 1 {
+		if len(auditOf(t, h.store, govern.AuditApprovalRefused)) != 3 || len(auditOf(t, h.store, govern.AuditApprovalDecided)) != 1 {
 			t.Error("approval clicks not audited")
 		}
 	})
 
 	t.Run("deny, and always allow by an admin", func(t *testing.T) {
-		h := govHarness(t, askingModel("shell"), agent.DispatcherConfig{Tools: govTools(), Policy: ask})
+		h := govHarness(t, askingModel("shell"), hcfg{Tools: govTools(), Policy: ask})
 		h.submit(t, inbound(keyA, "m1", "ls"))
 		req := h.approvalOf(t, keyA)
-		h.d.Decide(t.Context(), agent.Decision{ApprovalID: req.ID, Chat: chat(keyA), User: agent.User{ID: "U9", Name: "boss"}, Approve: false})
 		h.idle(t, keyA)
-		hist, _ := h.store.History(t.Context(), keyA)
-		if !strings.Contains(hist[2].Content, "shell was denied by boss") {
-			t.Fatalf("the model was told %q", hist[2].Content)
+		h.d.Decide(t.Context(), agent.Decision{ApprovalID: req.ID, Chat: chat(keyA), User: agent.User{ID: "U9", Name: "boss"}, Approve: false})
+		waitFor(t, func() bool { a, _, _ := h.p.final(keyA); return len(a) > 0 })
+		h.idle(t, keyA)
+		if a, _, _ := h.p.final(keyA); len(a) != 1 || !strings.Contains(a[0], "boss denied the shell call") {
+			t.Fatalf("the model was told %q", a)
 		}
 		h.submit(t, inbound(keyB, "m2", "ls"))
 		req = h.approvalOf(t, keyB)
+		h.idle(t, keyB)
 		res, _ := h.d.Decide(t.Context(), agent.Decision{ApprovalID: req.ID, Chat: chat(keyB), User: agent.User{ID: "U9"}, Always: true})
 		if !res.Applied || !res.Approval.Always {
 			t.Fatalf("always: %+v", res)
 		}
+		waitFor(t, func() bool { a, _, _ := h.p.final(keyB); return len(a) > 0 })
 		h.idle(t, keyB)
 		p, _ := h.d.Policy(t.Context(), keyA, agent.User{ID: "U1"})
 		for _, g := range p.Groups {
@@ -401,33 +340,103 @@ func TestApprovals(t *testing.T) {
 	})
 
 	t.Run("no decision before the deadline is a denial", func(t *testing.T) {
-		h := govHarness(t, askingModel("shell"), agent.DispatcherConfig{Tools: govTools(), Policy: ask, ApprovalTimeout: 300 * time.Millisecond})
+		h := govHarness(t, askingModel("shell"), hcfg{Tools: govTools(), Policy: ask, ApprovalTimeout: 300 * time.Millisecond})
 		h.submit(t, inbound(keyA, "m1", "ls"))
 		req := h.approvalOf(t, keyA)
 		h.idle(t, keyA)
-		if d := h.decided(keyA); len(d) != 1 || d[0].Approval.State != agent.ApprovalExpired {
-			t.Fatalf("decided %+v", d)
-		}
+		waitFor(t, func() bool { return time.Now().After(req.Deadline) })
 		res, _ := h.d.Decide(t.Context(), agent.Decision{ApprovalID: req.ID, Chat: chat(keyA), User: agent.User{ID: "U1"}, Approve: true})
-		if res.Applied || !strings.Contains(res.Notice, "did not run") {
+		if !res.Applied || res.Approval.State != agent.ApprovalExpired || !strings.Contains(res.Notice, "did not run") {
 			t.Fatalf("a late click: %+v", res)
 		}
-		if a, _, _ := h.p.final(keyA); len(a) != 1 || !strings.Contains(a[0], "not approved within") {
+		waitFor(t, func() bool { a, _, _ := h.p.final(keyA); return len(a) > 0 })
+		h.idle(t, keyA)
+		if a, _, _ := h.p.final(keyA); len(a) != 1 || !strings.Contains(a[0], "nobody decided on the shell call in time") {
 			t.Fatalf("answer %q", a)
+		}
+		if late, _ := h.d.Decide(t.Context(), agent.Decision{ApprovalID: req.ID, Chat: chat(keyA), User: agent.User{ID: "U1"}, Approve: true}); late.Applied {
+			t.Fatalf("a click after the expiry: %+v", late)
 		}
 	})
 
-	t.Run("a decision stored by another replica is found", func(t *testing.T) {
-		h := govHarness(t, askingModel("shell"), agent.DispatcherConfig{Tools: govTools(), Policy: ask})
-		other := agent.NewDispatcher(agent.DispatcherConfig{Store: h.store, Loop: &agent.Loop{Model: askingModel("shell")}, Tools: govTools(), WorkspaceDir: t.TempDir()})
+	t.Run("a click on another replica resumes the turn", func(t *testing.T) {
+		h := govHarness(t, askingModel("shell"), hcfg{Tools: govTools(), Policy: ask})
+		other, _ := build(t, h.store, hcfg{Loop: &agent.Loop{Model: askingModel("shell")}, Tools: govTools(), Policy: ask}, &platform{})
 		h.submit(t, inbound(keyA, "m1", "ls"))
 		req := h.approvalOf(t, keyA)
+		h.idle(t, keyA)
 		if res, err := other.Decide(t.Context(), agent.Decision{ApprovalID: req.ID, Chat: chat(keyA), User: agent.User{ID: "U1"}, Approve: true}); err != nil || !res.Applied {
 			t.Fatalf("%+v %v", res, err)
 		}
+		// The decision is a mailbox entry of a session nobody holds: this
+		// replica, watching its ready sessions, takes it.
+		waitFor(t, func() bool {
+			a, _, _ := h.p.final(keyA)
+			return slices.ContainsFunc(a, func(s string) bool { return strings.Contains(s, "shell ran") })
+		})
+	})
+
+	t.Run("revoking the person who asked voids their approval", func(t *testing.T) {
+		access := map[string]govern.Access{"test": {Mode: govern.AccessAllowlist}}
+		h := govHarness(t, askingModel("shell"), hcfg{Tools: govTools(), Policy: ask, Access: access})
+		if err := govern.AllowAccess(t.Context(), h.store, govern.Grant{Platform: "test", Kind: govern.GrantUser, ID: "U1", By: "cli:op"}); err != nil {
+			t.Fatal(err)
+		}
+		h.submit(t, inbound(keyA, "m1", "ls"))
+		req := h.approvalOf(t, keyA)
 		h.idle(t, keyA)
-		if a, _, _ := h.p.final(keyA); len(a) != 1 || !strings.Contains(a[0], "shell ran") {
+		if _, err := govern.RevokeAccess(t.Context(), h.store, "test", govern.GrantUser, "U1", "cli:op"); err != nil {
+			t.Fatal(err)
+		}
+		// Neither they nor an admin can approve it now.
+		for _, u := range []agent.User{{ID: "U1", Name: "ann"}, {ID: "U9", Name: "boss"}} {
+			res, err := h.d.Decide(t.Context(), agent.Decision{ApprovalID: req.ID, Chat: chat(keyA), User: u, Approve: true})
+			if err != nil || res.Approval.State != agent.ApprovalDenied {
+				t.Fatalf("%s's click after the revocation: %+v %v", u.Name, res, err)
+			}
+		}
+		if a := h.stored(t, req.ID); a.State != agent.ApprovalDenied || !strings.Contains(a.Why, "may no longer talk to me here") {
+			t.Fatalf("stored %+v", a)
+		}
+		waitFor(t, func() bool { a, _, _ := h.p.final(keyA); return len(a) > 0 })
+		if a, _, _ := h.p.final(keyA); len(a) != 1 || strings.Contains(a[0], "shell ran") {
 			t.Fatalf("answers %q", a)
+		}
+	})
+
+	t.Run("a folded turn is everyone's: an author decides, a bystander does not, the audit names them all", func(t *testing.T) {
+		h := govHarness(t, askingModel("shell"), hcfg{Tools: govTools(), Policy: ask, Workers: 1})
+		// Two people write before the turn claims the mailbox.
+		ann, bob := inbound(keyA, "m1", "ls"), inbound(keyA, "m2", "ls -l")
+		bob.User = agent.User{ID: "U2", Name: "bob"}
+		h.stop() // queue both, then run: one turn answers them
+		st := h.store
+		for _, in := range []agent.Inbound{ann, bob} {
+			if _, err := st.Enqueue(t.Context(), in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h = startHarness(t, st, hcfg{Loop: &agent.Loop{Model: askingModel("shell")}, Tools: govTools(), Policy: ask, Admins: func(_, id string) bool { return id == "U9" }})
+		req := h.approvalOf(t, keyA)
+		h.idle(t, keyA)
+		if len(req.Authors) != 2 || req.Requester.ID != "U2" {
+			t.Fatalf("asked for %+v, requester %+v", req.Authors, req.Requester)
+		}
+		if res, _ := h.d.Decide(t.Context(), agent.Decision{ApprovalID: req.ID, Chat: chat(keyA), User: agent.User{ID: "U3", Name: "cy"}, Approve: true}); res.Applied {
+			t.Fatalf("a bystander decided: %+v", res)
+		}
+		if res, _ := h.d.Decide(t.Context(), agent.Decision{ApprovalID: req.ID, Chat: chat(keyA), User: agent.User{ID: "U1", Name: "ann"}, Approve: true}); !res.Applied {
+			t.Fatalf("an author could not decide: %+v", res)
+		}
+		waitFor(t, func() bool { a, _, _ := h.p.final(keyA); return len(a) > 0 })
+		h.idle(t, keyA)
+		calls := auditOf(t, h.store, govern.AuditToolCall)
+		if len(calls) != 1 || calls[0].User != "test:U1,test:U2" {
+			t.Fatalf("tool call audited as %+v", calls)
+		}
+		asked := auditOf(t, h.store, govern.AuditApprovalAsked)
+		if len(asked) != 1 || asked[0].User != "test:U1,test:U2" {
+			t.Fatalf("approval asked audited as %+v", asked)
 		}
 	})
 }
@@ -445,8 +454,8 @@ func TestWaitingForApprovalHoldsNoWorker(t *testing.T) {
 		}
 		return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call("c1", "shell", `{"text":"x"}`)}}}, nil
 	}}
-	h := govHarness(t, m, agent.DispatcherConfig{Tools: govTools(), Workers: 1,
-		Policy: agent.PolicyDefaults{Rules: map[string]agent.ToolMode{"shell": agent.ToolAsk}}})
+	h := govHarness(t, m, hcfg{Tools: govTools(), Workers: 1,
+		Policy: govern.Defaults{Rules: map[string]agent.ToolMode{"shell": agent.ToolAsk}}})
 	var waiting []agent.SessionKey
 	for i := range 50 {
 		k := agent.SessionKey{Platform: "test", Chat: "W", Thread: fmt.Sprint(i)}
@@ -478,7 +487,7 @@ func TestWaitingForApprovalHoldsNoWorker(t *testing.T) {
 
 func TestPolicyCommands(t *testing.T) {
 	m := &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) { return answerWith("x"), nil }}
-	h := govHarness(t, m, agent.DispatcherConfig{Tools: govTools()})
+	h := govHarness(t, m, hcfg{Tools: govTools()})
 	ch := agent.SessionKey{Platform: "test", Chat: "C7"}
 	send := func(id, user, text string) string {
 		t.Helper()
@@ -515,10 +524,10 @@ func TestPolicyCommands(t *testing.T) {
 	if _, err := h.d.SetPolicy(t.Context(), ch, agent.User{ID: "U9"}, agent.PolicyChange{Version: v.Version - 1, Set: map[string]agent.ToolMode{"fetch": agent.ToolDeny}}); !errors.Is(err, agent.ErrVersionConflict) {
 		t.Fatalf("stale version: %v", err)
 	}
-	if refused := auditOf(t, h.store, agent.AuditPolicyRefused); len(refused) != 2 {
+	if refused := auditOf(t, h.store, govern.AuditPolicyRefused); len(refused) != 2 {
 		t.Errorf("refused changes audited: %+v", refused)
 	}
-	if set := auditOf(t, h.store, agent.AuditPolicySet); len(set) != 2 {
+	if set := auditOf(t, h.store, govern.AuditPolicySet); len(set) != 2 {
 		t.Errorf("changes audited: %+v", set)
 	}
 }
@@ -529,7 +538,7 @@ func TestBudgets(t *testing.T) {
 		r.Usage = agent.Usage{PromptTokens: 80, CompletionTokens: 20}
 		return r, nil
 	}}
-	h := govHarness(t, m, agent.DispatcherConfig{Tools: govTools(), Budgets: agent.Budgets{ChannelTokensPerDay: 150, UserMessagesPerMinute: 3}})
+	h := govHarness(t, m, hcfg{Tools: govTools(), Budgets: govern.Budgets{ChannelTokensPerDay: 150, UserMessagesPerMinute: 3}})
 	ch := agent.SessionKey{Platform: "test", Chat: "B1"}
 	for i := range 2 {
 		h.submit(t, agent.Inbound{Key: ch, MessageID: "b" + string(rune('0'+i)), User: agent.User{ID: "U1"}, Text: "hi", Addressed: true})
@@ -551,7 +560,7 @@ func TestBudgets(t *testing.T) {
 	if p, _ := h.store.Pending(t.Context(), ch); p != 0 {
 		t.Fatalf("%d over-rate messages stored", p)
 	}
-	if len(auditOf(t, h.store, agent.AuditBudget)) != 2 {
+	if len(auditOf(t, h.store, govern.AuditBudget)) != 2 {
 		t.Error("budget overruns not audited")
 	}
 	// The admin is not rate limited.
@@ -559,5 +568,139 @@ func TestBudgets(t *testing.T) {
 	waitFor(t, func() bool { _, _, n := h.p.final(ch); return len(n) == 2 })
 	if _, _, n := h.p.final(ch); !strings.Contains(n[1], "used 200 model tokens today") {
 		t.Fatalf("usage: %q", n[1])
+	}
+}
+
+// adminPlatform says U5 administers every chat, as a Telegram group's
+// creator administers the group they made.
+type adminPlatform struct{ *platform }
+
+func (adminPlatform) IsAdmin(_ context.Context, _ agent.SessionKey, userID string) (bool, error) {
+	return userID == "U5", nil
+}
+
+// A platform's own admins count only in a chat that is itself admitted: a
+// paired person who makes a group is its administrator, and administers
+// nothing of the bot's there until an admin allows the group.
+func TestPlatformAdminsOnlyInAdmittedChats(t *testing.T) {
+	rec := &platform{}
+	st := openStore(t)
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) { return answerWith("x"), nil }}},
+		Tools: govTools(), Access: map[string]govern.Access{"test": {Mode: govern.AccessPairing}}, Platform: adminPlatform{rec},
+		Admins: func(_, id string) bool { return id == "U9" }})
+	if err := govern.AllowAccess(t.Context(), st, govern.Grant{Platform: "test", Kind: govern.GrantUser, ID: "U5", By: "cli:op"}); err != nil {
+		t.Fatal(err)
+	}
+	group := agent.SessionKey{Platform: "test", Chat: "G1"}
+	say := func(id, text string) string {
+		t.Helper()
+		_, _, before := rec.final(group)
+		h.submit(t, agent.Inbound{Key: group, MessageID: id, User: agent.User{ID: "U5", Name: "eve"}, Text: text, Addressed: true})
+		var n []string
+		waitFor(t, func() bool { _, _, n = rec.final(group); return len(n) > len(before) })
+		return n[len(n)-1]
+	}
+	if r := say("1", "tools exec=allow"); !strings.Contains(r, "Only an admin") {
+		t.Fatalf("the group's creator changed its policy before the group was admitted: %q", r)
+	}
+	if v, _ := h.d.Policy(t.Context(), group, agent.User{ID: "U5"}); v.Editable {
+		t.Error("the policy screen is editable for the group's creator")
+	}
+	if err := govern.AllowAccess(t.Context(), st, govern.Grant{Platform: "test", Kind: govern.GrantChat, ID: "G1", By: "cli:op"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := say("2", "tools exec=allow"); !strings.Contains(r, "Saved.") {
+		t.Fatalf("the admitted group's administrator: %q", r)
+	}
+}
+
+// A running job asks the gate at every beat: it may go on while its
+// channel allows exec and its starter may talk to the bot; denying exec,
+// or revoking the starter, refuses it (the shell then stops it), and the
+// thread it was started in is told. Reset stops the session's jobs; an
+// admin lists and stops a channel's jobs from chat where exec is denied.
+func TestJobsAskTheGate(t *testing.T) {
+	st := openStore(t)
+	rec := &platform{}
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) { return answerWith("x"), nil }}},
+		Tools: govTools(), Access: map[string]govern.Access{"test": {Mode: govern.AccessAllowlist}}, Platform: rec, Jobs: st,
+		Admins: func(_, id string) bool { return id == "U9" }})
+	if err := govern.AllowAccess(t.Context(), st, govern.Grant{Platform: "test", Kind: govern.GrantUser, ID: "U1", By: "cli:op"}); err != nil {
+		t.Fatal(err)
+	}
+	ch := keyA.Channel()
+	space := tools.JobSpace(ch.String())
+	job := tools.Job{ID: 1, Owner: "r#1", Command: "sleep 600", Session: keyA.String(), User: "U1", UserName: "ann", Started: time.Now(), Seen: time.Now()}
+	if err := st.PutJob(t.Context(), space, job); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.gate.MayRun(t.Context(), job); err != nil {
+		t.Fatalf("an allowed job: %v", err)
+	}
+	if _, err := govern.ChangePolicy(t.Context(), st, ch, "test:U9", agent.PolicyChange{Version: -1, Set: map[string]agent.ToolMode{"group:exec": agent.ToolDeny}}, govTools()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.gate.MayRun(t.Context(), job); !errors.Is(err, tools.ErrNotPermitted) || !strings.Contains(err.Error(), "exec is denied") {
+		t.Fatalf("a job after exec=deny: %v", err)
+	}
+	h.gate.Stopped(t.Context(), job, "exec is denied in this channel")
+	waitFor(t, func() bool {
+		_, _, n := rec.final(keyA)
+		return slices.ContainsFunc(n, func(s string) bool { return strings.Contains(s, "⏹ Stopped job 1") })
+	})
+	if len(auditOf(t, st, govern.AuditJobStopped)) != 1 {
+		t.Error("the stop is not audited")
+	}
+	// Allowed again, the starter revoked: refused all the same.
+	if _, err := govern.ChangePolicy(t.Context(), st, ch, "test:U9", agent.PolicyChange{Version: -1, Set: map[string]agent.ToolMode{"group:exec": ""}}, govTools()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := govern.RevokeAccess(t.Context(), st, "test", govern.GrantUser, "U1", "cli:op"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.gate.MayRun(t.Context(), job); !errors.Is(err, tools.ErrNotPermitted) || !strings.Contains(err.Error(), "ann, who started it") {
+		t.Fatalf("a revoked person's job: %v", err)
+	}
+
+	// From chat, where exec is denied: an admin lists and stops jobs.
+	if _, err := govern.ChangePolicy(t.Context(), st, ch, "test:U9", agent.PolicyChange{Version: -1, Set: map[string]agent.ToolMode{"group:exec": agent.ToolDeny}}, govTools()); err != nil {
+		t.Fatal(err)
+	}
+	admin := agent.User{ID: "U9", Name: "boss"}
+	say := func(id, text string, u agent.User) string {
+		t.Helper()
+		_, _, before := rec.final(keyA)
+		h.submit(t, agent.Inbound{Key: keyA, MessageID: id, User: u, Text: text, Addressed: true})
+		var n []string
+		waitFor(t, func() bool { _, _, n = rec.final(keyA); return len(n) > len(before) })
+		return n[len(n)-1]
+	}
+	if r := say("j1", "jobs", admin); !strings.Contains(r, "1 running: sleep 600 (by ann)") {
+		t.Fatalf("jobs: %q", r)
+	}
+	if r := say("j2", "jobs stop 1", admin); !strings.Contains(r, "Asked job 1 to stop") {
+		t.Fatalf("jobs stop: %q", r)
+	}
+	jobs, _ := st.Jobs(t.Context(), space)
+	if len(jobs) != 1 || jobs[0].StopAsked != "test:U9" {
+		t.Fatalf("the board after a stop from chat: %+v", jobs)
+	}
+
+	// Reset takes back what the session started.
+	job2 := tools.Job{ID: 2, Owner: "r#1", Command: "sleep 700", Session: keyA.String(), User: "U9", Started: time.Now(), Seen: time.Now()}
+	other := tools.Job{ID: 3, Owner: "r#1", Command: "sleep 800", Session: keyB.String(), User: "U9", Started: time.Now(), Seen: time.Now()}
+	for _, j := range []tools.Job{job2, other} {
+		if err := st.PutJob(t.Context(), space, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := say("r1", "reset", admin); !strings.Contains(r, "being stopped") {
+		t.Fatalf("reset: %q", r)
+	}
+	jobs, _ = st.Jobs(t.Context(), space)
+	for _, j := range jobs {
+		if want := j.ID != 3; (j.StopAsked != "") != want {
+			t.Errorf("after reset, job %d stop asked %q", j.ID, j.StopAsked)
+		}
 	}
 }

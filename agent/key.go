@@ -112,6 +112,13 @@ type User struct {
 	// bot is installed in (a Slack shared channel): an open bot refuses
 	// them unless they or the channel are allowed.
 	External bool `json:"external,omitempty"`
+	// Guest marks a guest of the bot's own organisation (Slack's single-
+	// and multi-channel guests): an open bot refuses them unless they or
+	// the channel are allowed, as it does people from outside.
+	Guest bool `json:"guest,omitempty"`
+	// Team is the organisation the person belongs to where the platform
+	// says (a Slack team ID): an admin's ID counts only with its team.
+	Team string `json:"team,omitempty"`
 }
 
 // File is a file that came with a message. The platform's [Downloader]
@@ -155,6 +162,9 @@ type Inbound struct {
 	// ReplyTo is an adapter-defined reference the Thread uses to answer
 	// (for example the Telegram message ID to reply to). Opaque to agent.
 	ReplyTo string `json:"reply_to,omitempty"`
+	// Approval, on an entry the Dispatcher makes itself, names a decided
+	// approval: the entry resumes the turn that asked, with its decision.
+	Approval string `json:"approval,omitempty"`
 }
 
 // Validate reports whether in can be recorded: a valid key and an ID.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -22,11 +23,12 @@ const DefaultMaxSteps = 20
 // answers without calling a tool. Set its fields before the first turn and
 // not after; then it is safe for concurrent use by many turns.
 type Loop struct {
-	Model    Model
-	System   string
-	MaxSteps int           // model calls with tools per turn; DefaultMaxSteps if 0
-	Timeout  time.Duration // per-turn deadline; none if 0
-	Logger   *slog.Logger
+	Model     Model
+	ModelName string // shown by the status command
+	System    string
+	MaxSteps  int           // model calls with tools per turn; DefaultMaxSteps if 0
+	Timeout   time.Duration // per-turn deadline; none if 0
+	Logger    *slog.Logger
 	// Skills, if set, lists the skills a turn's channel may use at the end
 	// of its system prompt, after System, which stays a stable prefix for
 	// the provider's prompt cache (see skills.go).
@@ -44,30 +46,24 @@ type Loop struct {
 
 // Turn is the input of one run of the loop.
 type Turn struct {
-	Key       SessionKey
-	History   []Message // earlier turns, already trimmed to the context budget
-	Input     Message   // the new user message
+	Key     SessionKey
+	History []Message // earlier turns, already trimmed to the context budget
+	// Resume are the decided approvals this turn goes on from, in order:
+	// each one's calls run (approved) or are reported (denied, expired)
+	// before Input.
+	Resume []Approval
+	// Input is the new user message; a turn that only resumes has none
+	// (Role empty).
+	Input     Message
 	Tools     *tools.Set
 	Workspace *tools.Workspace
 	Thread    Thread
 	User      User // whose message the turn answers; tools learn of them, and of Key, through tools.CallFrom
-	// Mode, if set, gives the channel's policy for a tool. Denied tools are
-	// not offered to the model; ask needs Approve or the thread to be an
-	// Approver.
-	Mode func(tool string) ToolMode
-	// Approve, if set, asks a person about a call in ask mode and waits;
-	// it reports whether the call may run, and if not why (for the model).
-	// Without it the thread must be an [Approver].
-	Approve func(ctx context.Context, req ApprovalNeeded) (ok bool, why string)
-	// BeforeModel, if set, runs before each model call; an error ends the
-	// turn with it (a budget spent).
-	BeforeModel func(ctx context.Context) error
-	// AfterModel, if set, is told each model call's usage, how long it
-	// took and, if it failed, why.
-	AfterModel func(ctx context.Context, u Usage, took time.Duration, err error)
-	// ToolDone, if set, is told each tool call's outcome ("ok", "error",
-	// "denied"), its arguments as shown to people, and how long it ran.
-	ToolDone func(ctx context.Context, call ToolCall, shownArgs string, outcome string, took time.Duration)
+	// Gate governs the turn: the policy of each tool and call (denied
+	// tools are not offered; a call in ask mode ends the turn with it
+	// pending), the budgets before each model call, the audit. nil allows
+	// everything and counts nothing.
+	Gate TurnGate
 }
 
 // Outcome is what a turn produced. Messages (the input, then every
@@ -80,11 +76,25 @@ type Outcome struct {
 	Usage     Usage
 	Steps     int // model calls
 	ToolCalls int
+	// Pending, when set, ended the turn: a call needs a person's approval.
+	// Its result in Messages says it waits; the approval, once decided,
+	// resumes the session with these calls ([Turn.Resume]).
+	Pending *Pending
+}
+
+// Pending is what a turn that waits for a person leaves to run: the call
+// in ask mode, then the rest of its step, which run after it.
+type Pending struct {
+	Calls []ToolCall
+	Rule  string          // the rule that asks: the tool's, or what the call needs (skill:NAME)
+	Args  json.RawMessage // the first call's arguments as people see them (secrets scrubbed)
 }
 
 // Run executes one turn. It returns the outcome and, when the turn did not
 // end with an answer, the reason (ctx cancelled, deadline, model failure).
-// Tool failures are not errors: they go back to the model as results.
+// Tool failures are not errors: they go back to the model as results. A
+// call that needs a person's approval is not an error either: the turn
+// ends with it pending (Outcome.Pending).
 func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 	if l.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -99,15 +109,12 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 	// probe) is replaced when it ends, but not within a turn.
 	set := t.Tools.Current()
 	specs := l.toolSpecs(set)
-	if t.Mode != nil {
-		specs = offered(specs, t.Mode)
+	if t.Gate != nil {
+		specs = offered(specs, t.Gate.Mode)
 	}
-	out := &Outcome{Messages: make([]Message, 1, 4)}
-	out.Messages[0] = t.Input
-
+	out := &Outcome{Messages: make([]Message, 0, 4)}
 	msgs := make([]Message, 0, len(t.History)+8)
 	msgs = append(msgs, t.History...)
-	msgs = append(msgs, t.Input)
 	lim := newTurnLimits(l.Limits, t.History)
 	// Where this turn's messages begin in msgs, and its newest step's: the
 	// results the model has not seen yet are never elided.
@@ -116,6 +123,16 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 		if note := lim.note(c, notRun, asked); note != "" {
 			emit(ctx, t.Thread, Notice{Text: note}, l.Logger)
 		}
+	}
+	st := &stepper{l: l, t: t, set: set, out: out, lim: lim, notify: notify, msgs: &msgs}
+	for _, a := range t.Resume {
+		newest = len(msgs)
+		if st.resume(ctx, a) {
+			return out, nil // another call of the step needs a decision
+		}
+	}
+	if t.Input.Role != "" {
+		st.add(t.Input)
 	}
 
 	req := &Request{System: l.system(ctx, t, specs), Tools: specs}
@@ -138,8 +155,8 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 		if elided {
 			notify(cutContext, 0, 0)
 		}
-		if t.BeforeModel != nil {
-			if err := t.BeforeModel(ctx); err != nil {
+		if t.Gate != nil {
+			if err := t.Gate.BeforeModel(ctx); err != nil {
 				return out, err
 			}
 		}
@@ -155,8 +172,8 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 				u = estimateUsage(req, &resp.Message)
 			}
 		}
-		if t.AfterModel != nil {
-			t.AfterModel(ctx, u, time.Since(began), err)
+		if t.Gate != nil {
+			t.Gate.AfterModel(ctx, u, time.Since(began), err)
 		}
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
@@ -175,36 +192,13 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 		}
 		sanitizeCalls(reply.ToolCalls, step)
 		newest = len(msgs)
-		msgs = append(msgs, reply)
-		out.Messages = append(out.Messages, reply)
+		st.add(reply)
 		if len(reply.ToolCalls) == 0 {
 			out.Answer = reply.Content
 			return out, nil
 		}
-		lim.newStep()
-		if n := len(reply.ToolCalls); !lim.runs(n - 1) {
-			notify(cutCalls, n-lim.CallsPerStep, n)
-		}
-		for i, call := range reply.ToolCalls {
-			if err := ctx.Err(); err != nil {
-				// Stopped between calls: the rest get a result saying so,
-				// keeping the history valid.
-				for _, c := range reply.ToolCalls[i:] {
-					res := Message{Role: RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: "error: not run; the turn was stopped"}
-					msgs = append(msgs, res)
-					out.Messages = append(out.Messages, res)
-				}
-				return out, context.Cause(ctx)
-			}
-			var res Message
-			if lim.runs(i) {
-				res = l.callTool(ctx, t, set, call, out)
-				notify(lim.admit(&res), 0, 0)
-			} else {
-				res = lim.notRun(call, len(reply.ToolCalls))
-			}
-			msgs = append(msgs, res)
-			out.Messages = append(out.Messages, res)
+		if st.run(ctx, reply.ToolCalls, false) {
+			return out, nil
 		}
 		if err := ctx.Err(); err != nil {
 			return out, context.Cause(ctx)
@@ -212,20 +206,138 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 	}
 }
 
-func (l *Loop) callTool(ctx context.Context, t *Turn, set *tools.Set, call ToolCall, out *Outcome) Message {
-	out.ToolCalls++
+// stepper runs the steps of one turn: a step's calls, under the turn's
+// policy and limits, each result added to what the model is sent and to
+// the outcome.
+type stepper struct {
+	l      *Loop
+	t      *Turn
+	set    *tools.Set
+	out    *Outcome
+	lim    *turnLimits
+	notify func(c cut, notRun, asked int)
+	msgs   *[]Message
+}
+
+func (st *stepper) add(m ...Message) {
+	*st.msgs = append(*st.msgs, m...)
+	st.out.Messages = append(st.out.Messages, m...)
+}
+
+// run runs a step's calls in order, adding each result: no more of them
+// than a step may make, and their results within the step's and the
+// turn's bytes. A call in ask mode ends the step: it and the calls after
+// it get a result saying they wait, and are left pending; run reports
+// whether that happened. The first call was approved already when
+// approved is set (a resumed step).
+func (st *stepper) run(ctx context.Context, calls []ToolCall, approved bool) (pending bool) {
+	st.lim.newStep()
+	if n := len(calls); !st.lim.runs(n - 1) {
+		st.notify(cutCalls, n-st.lim.CallsPerStep, n)
+	}
+	for i, call := range calls {
+		if err := ctx.Err(); err != nil {
+			// Stopped between calls: the rest get a result saying so,
+			// keeping the history valid.
+			for _, c := range calls[i:] {
+				st.add(Message{Role: RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: "error: not run; the turn was stopped"})
+			}
+			return false
+		}
+		if !st.lim.runs(i) {
+			st.add(st.lim.notRun(call, len(calls)))
+			continue
+		}
+		res, ask := st.l.callTool(ctx, st.t, st.set, call, approved && i == 0, st.out)
+		if ask == nil {
+			st.notify(st.lim.admit(&res), 0, 0)
+			st.add(res)
+			continue
+		}
+		end := min(len(calls), max(i+1, st.lim.CallsPerStep))
+		if st.lim.CallsPerStep < 0 {
+			end = len(calls)
+		}
+		st.out.Pending = &Pending{Calls: slices.Clone(calls[i:end]), Rule: ask.Name, Args: ask.Args}
+		st.add(Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name, Content: fmt.Sprintf(
+			"not run yet: %s needs a person's approval in this channel, and the request is shown in the thread. This turn ends here; when someone decides, you are told, with the result if it was approved.", ask.Name)})
+		for j, c := range calls[i+1:] {
+			if i+1+j >= end {
+				st.add(st.lim.notRun(c, len(calls)))
+				continue
+			}
+			st.add(Message{Role: RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: fmt.Sprintf(
+				"not run yet: it comes after %s in this step, which waits for a person's approval; it runs once that is approved.", call.Name)})
+		}
+		return true
+	}
+	return false
+}
+
+// resume goes on from a decided approval: the person's decision is told to
+// the model, and when it was approved the call and the rest of its step
+// run now, as a step of this turn (the gate's policy applies to each
+// again: a tool denied since is not run). It reports whether a call
+// needs another decision.
+func (st *stepper) resume(ctx context.Context, a Approval) bool {
+	st.add(Message{Role: RoleUser, Content: decisionNote(a)})
+	if a.State != ApprovalApproved || len(a.Calls) == 0 {
+		return false
+	}
+	calls := slices.Clone(a.Calls)
+	for i := range calls {
+		// IDs of their own: the calls' first IDs are in the history with
+		// the results that said they wait.
+		calls[i].ID += "-" + a.ID
+	}
+	st.add(Message{Role: RoleAssistant, ToolCalls: calls})
+	return st.run(ctx, calls, true)
+}
+
+// decisionNote tells the model how a person decided on a call it asked
+// for in an earlier turn.
+func decisionNote(a Approval) string {
+	who := a.DecidedBy.Name
+	if who == "" {
+		who = a.DecidedBy.ID
+	}
+	if who == "" {
+		who = "someone"
+	}
+	rest := ""
+	if len(a.Calls) > 1 {
+		rest = ", nor the calls after it in that step"
+	}
+	switch a.State {
+	case ApprovalApproved:
+		return fmt.Sprintf("[Approval %s: %s approved the %s call you asked for. It ran now; its result follows.]", a.ID, who, a.Tool)
+	case ApprovalDenied:
+		why := ""
+		if a.Why != "" {
+			why = " (" + a.Why + ")"
+		}
+		return fmt.Sprintf("[Approval %s: %s denied the %s call%s. It did not run%s; do not retry it, ask how to proceed.]", a.ID, who, a.Tool, why, rest)
+	}
+	return fmt.Sprintf("[Approval %s: nobody decided on the %s call in time, so it did not run%s; ask whether to try again.]", a.ID, a.Tool, rest)
+}
+
+// callTool runs one call under the turn's policy. A call in ask mode that
+// could run (its arguments are well formed) is not run unless approved:
+// callTool returns what to ask, and no result.
+func (l *Loop) callTool(ctx context.Context, t *Turn, set *tools.Set, call ToolCall, approved bool, out *Outcome) (Message, *ApprovalNeeded) {
 	msg := Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name}
 	var shownArgs json.RawMessage
 	done := func(outcome string, took time.Duration) {
-		if t.ToolDone != nil {
-			t.ToolDone(ctx, call, string(shownArgs), outcome, took)
+		if t.Gate != nil {
+			t.Gate.ToolDone(ctx, call, string(shownArgs), outcome, took)
 		}
 	}
-	fail := func(outcome, text string) Message {
+	fail := func(outcome, text string) (Message, *ApprovalNeeded) {
+		out.ToolCalls++
 		msg.Content = "error: " + text
 		emit(ctx, t.Thread, ToolFinished{CallID: call.ID, Name: call.Name, Summary: text, Failed: true}, l.Logger)
 		done(outcome, 0)
-		return msg
+		return msg, nil
 	}
 	if set == nil {
 		return fail("error", "no tools are available here")
@@ -233,22 +345,21 @@ func (l *Loop) callTool(ctx context.Context, t *Turn, set *tools.Set, call ToolC
 	// Shown to people: scrub secrets the model may have repeated.
 	shownArgs = json.RawMessage(set.Redact(string(call.Args)))
 	mode, rule := ToolAllow, call.Name
-	if t.Mode != nil {
-		mode, rule = callMode(set, call, t.Mode)
+	if t.Gate != nil {
+		mode, rule = t.Gate.CallMode(call)
 	}
 	if mode == ToolDeny {
 		return fail("denied", deniedText(rule))
 	}
-	if mode == ToolAsk {
+	if mode == ToolAsk && !approved {
 		// Ask only about calls that could run: a malformed call fails here
 		// with the same message Call would give.
 		if err := set.Check(call.Name, call.Args); err != nil {
 			return fail("error", set.Redact(err.Error()))
 		}
-		if ok, why := l.approve(ctx, t, ApprovalNeeded{CallID: call.ID, Name: rule, Args: shownArgs}); !ok {
-			return fail("denied", why)
-		}
+		return Message{}, &ApprovalNeeded{CallID: call.ID, Name: rule, Args: shownArgs}
 	}
+	out.ToolCalls++
 	emit(ctx, t.Thread, ToolStarted{CallID: call.ID, Name: call.Name, Args: shownArgs}, l.Logger)
 	start := time.Now()
 	cctx := tools.WithCall(ctx, tools.Call{Session: t.Key.String(), User: t.User.ID, UserName: t.User.Name, ID: call.ID})
@@ -269,26 +380,15 @@ func (l *Loop) callTool(ctx context.Context, t *Turn, set *tools.Set, call ToolC
 	if msg.Content == "" {
 		msg.Content = "(no output)"
 	}
-	return msg
+	return msg, nil
 }
 
-func (l *Loop) approve(ctx context.Context, t *Turn, req ApprovalNeeded) (bool, string) {
-	if _, ok := t.Thread.(Approver); !ok && t.Approve != nil {
-		return t.Approve(ctx, req)
+// deniedText tells the model a call was refused by the rule.
+func deniedText(rule string) string {
+	if name, ok := IsSkillRule(rule); ok {
+		return fmt.Sprintf("the skill %s is not allowed in this channel; do not load it (an admin can allow it with: tools %s=allow)", name, rule)
 	}
-	ap, ok := t.Thread.(Approver)
-	if !ok {
-		return false, fmt.Sprintf("%s needs approval in this channel, and this thread cannot ask for it", req.Name)
-	}
-	emit(ctx, t.Thread, req, l.Logger)
-	okd, err := ap.Approve(ctx, req)
-	switch {
-	case err != nil:
-		return false, fmt.Sprintf("%s was not approved: %v", req.Name, err)
-	case !okd:
-		return false, fmt.Sprintf("%s was denied by a person in the channel; do not retry it, ask how to proceed", req.Name)
-	}
-	return true, ""
+	return fmt.Sprintf("%s is not allowed in this channel; do not retry it (an admin can change the channel's tool policy)", RuleLabel(rule))
 }
 
 // emit sends ev to th, if there is one. A thread that fails to show an

@@ -175,7 +175,7 @@ func TestRunPolicy(t *testing.T) {
 			for _, s := range req.Tools {
 				offered = append(offered, s.Name)
 			}
-			return calls(call("a", "echo", `{"text":"hi"}`), call("b", "fail", `{}`))(req)
+			return calls(call("b", "fail", `{}`), call("a", "echo", `{"text":"hi"}`), call("c", "noop", `{}`))(req)
 		},
 		text("ok"),
 	}}
@@ -188,18 +188,69 @@ func TestRunPolicy(t *testing.T) {
 		}
 		return agent.ToolAllow
 	}
-	out, err := (&agent.Loop{Model: m}).Run(t.Context(), &agent.Turn{Input: userMsg("x"), Tools: testTools(t), Mode: mode, Thread: &recorder{}})
+	g := &fakeGate{mode: mode}
+	out, err := (&agent.Loop{Model: m}).Run(t.Context(), &agent.Turn{Input: userMsg("x"), Tools: testTools(t), Gate: g, Thread: &recorder{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(offered, ",") != "block,echo,noop" {
 		t.Errorf("offered %v", offered)
 	}
-	if !strings.Contains(out.Messages[2].Content, "needs approval") {
-		t.Errorf("ask without an approver: %q", out.Messages[2].Content)
+	if !strings.Contains(out.Messages[2].Content, "fail is not allowed in this channel") {
+		t.Errorf("denied tool: %q", out.Messages[2].Content)
 	}
-	if !strings.Contains(out.Messages[3].Content, "fail is not allowed in this channel") {
-		t.Errorf("denied tool: %q", out.Messages[3].Content)
+	// The call in ask mode ends the turn: it and the call after it wait,
+	// and the history stays valid.
+	if p := out.Pending; p == nil || len(p.Calls) != 2 || p.Calls[0].ID != "a" || p.Rule != "echo" || out.Answer != "" || m.calls != 1 {
+		t.Fatalf("pending %+v, answer %q, model calls %d", out.Pending, out.Answer, m.calls)
+	}
+	if !strings.Contains(out.Messages[3].Content, "needs a person's approval") || !strings.Contains(out.Messages[4].Content, "comes after echo") {
+		t.Errorf("results of the waiting calls: %q, %q", out.Messages[3].Content, out.Messages[4].Content)
+	}
+	if err := agent.ValidateHistory(out.Messages); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A decided approval resumes its calls as a step of the next turn: an
+// approved one runs (ask mode does not ask again), the calls after it run
+// under the policy as it is now, and the model is told; a denied one is
+// told and nothing runs.
+func TestRunResumesApprovals(t *testing.T) {
+	waiting := []agent.ToolCall{call("a", "echo", `{"text":"approved"}`), call("b", "fail", `{}`), call("c", "echo", `{"text":"again"}`)}
+	mode := func(name string) agent.ToolMode {
+		if name == "fail" {
+			return agent.ToolDeny // denied since it was asked for
+		}
+		return agent.ToolAsk
+	}
+	m := &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){text("done")}}
+	approved := agent.Approval{ID: "ap1", Tool: "echo", State: agent.ApprovalApproved, DecidedBy: agent.User{ID: "U2", Name: "bob"}, Calls: waiting}
+	out, err := (&agent.Loop{Model: m}).Run(t.Context(), &agent.Turn{Resume: []agent.Approval{approved}, Tools: testTools(t), Gate: &fakeGate{mode: mode}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The note, the calls, the first one's result and the second's
+	// refusal; the third is in ask mode: it waits again, and the turn ends.
+	if len(out.Messages) != 5 || !strings.Contains(out.Messages[0].Content, "bob approved the echo call") ||
+		out.Messages[2].Content != "approved" || !strings.Contains(out.Messages[3].Content, "not allowed") || !strings.Contains(out.Messages[4].Content, "needs a person's approval") {
+		t.Fatalf("messages %+v", out.Messages)
+	}
+	if out.Pending == nil || out.Pending.Calls[0].ID != "c-ap1" || m.calls != 0 {
+		t.Fatalf("pending %+v, model calls %d", out.Pending, m.calls)
+	}
+	if err := agent.ValidateHistory(out.Messages); err != nil {
+		t.Fatal(err)
+	}
+
+	m = &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){text("ok, I will not")}}
+	denied := agent.Approval{ID: "ap2", Tool: "echo", State: agent.ApprovalDenied, DecidedBy: agent.User{ID: "U2", Name: "bob"}, Calls: waiting}
+	out, err = (&agent.Loop{Model: m}).Run(t.Context(), &agent.Turn{Resume: []agent.Approval{denied}, Input: userMsg("and now?"), Tools: testTools(t), Gate: &fakeGate{mode: mode}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Messages) != 3 || !strings.Contains(out.Messages[0].Content, "bob denied the echo call") || out.Messages[1].Content != "and now?" || out.Answer != "ok, I will not" {
+		t.Fatalf("messages %+v", out.Messages)
 	}
 }
 
@@ -240,7 +291,10 @@ func BenchmarkTurnOneToolCall(b *testing.B) {
 		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			turn := &agent.Turn{History: history, Input: userMsg("go"), Tools: set, Thread: th, Mode: bc.mode}
+			turn := &agent.Turn{History: history, Input: userMsg("go"), Tools: set, Thread: th}
+			if bc.mode != nil {
+				turn.Gate = &fakeGate{mode: bc.mode}
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				out, err := l.Run(context.Background(), turn)
@@ -264,42 +318,6 @@ func (m instantModel) Complete(_ context.Context, req *agent.Request) (*agent.Re
 type discard struct{}
 
 func (discard) Emit(context.Context, agent.Event) error { return nil }
-
-// approver approves calls whose args contain "yes" and records what it was
-// asked.
-type approver struct {
-	recorder
-	asked []string
-}
-
-func (a *approver) Approve(_ context.Context, req agent.ApprovalNeeded) (bool, error) {
-	a.asked = append(a.asked, string(req.Args))
-	return strings.Contains(string(req.Args), "yes"), nil
-}
-
-func TestRunAskMode(t *testing.T) {
-	m := &scriptModel{replies: []func(*agent.Request) (*agent.Response, error){
-		calls(
-			call("a", "echo", `{"text":"yes please"}`),
-			call("b", "echo", `{"text":"no"}`),
-			call("c", "echo", `{"txt":"malformed"}`),
-		),
-		text("ok"),
-	}}
-	th := &approver{}
-	mode := func(string) agent.ToolMode { return agent.ToolAsk }
-	out, err := (&agent.Loop{Model: m}).Run(t.Context(), &agent.Turn{Input: userMsg("x"), Tools: testTools(t), Mode: mode, Thread: th})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(th.asked) != 2 {
-		t.Fatalf("asked about %q; a malformed call must not be put to a person", th.asked)
-	}
-	res := out.Messages[2:5]
-	if res[0].Content != "yes please" || !strings.Contains(res[1].Content, "denied by a person") || !strings.Contains(res[2].Content, "txt") {
-		t.Fatalf("results %+v", res)
-	}
-}
 
 func TestRunRedactsSecretsShownToPeople(t *testing.T) {
 	const secret = "xoxb-secret-token-1234"
@@ -406,7 +424,7 @@ func TestRunEstimatesMissingUsage(t *testing.T) {
 		mu.Unlock()
 	}
 	l := &agent.Loop{Model: m, System: strings.Repeat("s", 400)}
-	out, err := l.Run(t.Context(), &agent.Turn{Input: userMsg("go"), Tools: testTools(t), AfterModel: after})
+	out, err := l.Run(t.Context(), &agent.Turn{Input: userMsg("go"), Tools: testTools(t), Gate: &fakeGate{after: after}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,36 +26,6 @@ func rowsOf(v agent.PolicyView) map[string][]string {
 	return out
 }
 
-// A screen's view has a row per skill (those given, and those a rule
-// names) in the skills group, and a group per MCP server.
-func TestPolicyViewSkillsAndServers(t *testing.T) {
-	p := agent.NewPolicy(agent.SessionKey{Platform: "test", Chat: "C1"},
-		agent.PolicyDefaults{Default: agent.ToolAsk, Rules: map[string]agent.ToolMode{"skill:audit": agent.ToolAllow}},
-		agent.ChannelSettings{Version: 4, Tools: map[string]agent.Rule{"skill:gone": {Mode: agent.ToolDeny}, "group:skills": {Mode: agent.ToolAllow}, "group:mcp:notes": {Mode: agent.ToolDeny}}})
-	v := p.View([]string{"ls", "notes__add", "notes__search", "skill"}, []string{"Deploy", "deploy", "bad name"}, true)
-	rows := rowsOf(v)
-	if want := []string{"skill:audit=allow/config", "skill:deploy=allow/channel", "skill:gone=deny/channel"}; !slices.Equal(rows["skills"], want) {
-		t.Errorf("skills %q, want %q", rows["skills"], want)
-	}
-	if want := []string{"notes__add=deny/channel", "notes__search=deny/channel"}; !slices.Equal(rows["mcp:notes"], want) {
-		t.Errorf("mcp:notes %q, want %q", rows["mcp:notes"], want)
-	}
-	var order []string
-	for _, g := range v.Groups {
-		order = append(order, g.Name)
-		if g.Name == "mcp:notes" && (g.Rule == nil || g.Rule.Layer != "channel" || g.Rule.Mode != agent.ToolDeny) {
-			t.Errorf("the server's rule %+v", g.Rule)
-		}
-	}
-	if want := []string{"read", "skills", "mcp:notes", agent.OtherGroup}; !slices.Equal(order, want) || v.Version != 4 || !v.Editable {
-		t.Errorf("groups %q (want %q), version %d", order, want, v.Version)
-	}
-	// No skill and no rule about one: no skills group.
-	if _, ok := rowsOf(agent.NewPolicy(agent.SessionKey{Platform: "test", Chat: "C1"}, agent.PolicyDefaults{}, agent.ChannelSettings{}).View([]string{"ls"}, nil, false))["skills"]; ok {
-		t.Error("a skills group without skills")
-	}
-}
-
 // The dispatcher's view lists the configured skills and the channel's own,
 // read from its workspace, and does not create a workspace to look.
 func TestDispatcherPolicyListsChannelSkills(t *testing.T) {
@@ -74,17 +44,17 @@ func TestDispatcherPolicyListsChannelSkills(t *testing.T) {
 	withSkills := agent.SessionKey{Platform: "test", Chat: "C1"}
 	write(filepath.Join(tools.WorkspacePath(base, withSkills.String()), skills.ChannelDir), "notes")
 	cat := skills.Load(skills.Options{Dirs: []string{conf}, Channel: true})
-	d := agent.NewDispatcher(agent.DispatcherConfig{Store: openStore(t), WorkspaceDir: base, Loop: &agent.Loop{Skills: cat},
-		Tools: tools.NewSet([]tools.Tool{cat.Tool()})})
+	d, _ := build(t, openStore(t), hcfg{WorkspaceDir: base, Loop: &agent.Loop{Skills: cat}, Skills: cat,
+		Tools: tools.NewSet([]tools.Tool{cat.Tool()})}, &platform{})
 	v, err := d.Policy(t.Context(), agent.SessionKey{Platform: "test", Chat: "C1", Thread: "9"}, agent.User{ID: "U1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rowsOf(v)["skills"]; !slices.Equal(got, []string{"skill:deploy=allow/config", "skill:notes=allow/config"}) {
+	if got := rowsOf(v)["skills"]; !slices.Equal(got, []string{"skill=allow/config", "skill:deploy=allow/config", "skill:notes=allow/config"}) {
 		t.Errorf("skills in C1: %q", got)
 	}
 	other := agent.SessionKey{Platform: "test", Chat: "C2"}
-	if v, _ = d.Policy(t.Context(), other, agent.User{ID: "U1"}); !slices.Equal(rowsOf(v)["skills"], []string{"skill:deploy=allow/config"}) {
+	if v, _ = d.Policy(t.Context(), other, agent.User{ID: "U1"}); !slices.Equal(rowsOf(v)["skills"], []string{"skill=allow/config", "skill:deploy=allow/config"}) {
 		t.Errorf("skills in C2: %q", rowsOf(v)["skills"])
 	}
 	if _, err := os.Stat(tools.WorkspacePath(base, other.String())); !os.IsNotExist(err) {
@@ -108,12 +78,12 @@ func TestToolsCommandWithManySkills(t *testing.T) {
 	}
 	cat := skills.Load(skills.Options{Dirs: []string{conf}})
 	m := &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) { return answerWith("x"), nil }}
-	h := startHarness(t, openStore(t), agent.DispatcherConfig{Tools: tools.NewSet([]tools.Tool{cat.Tool()}), Loop: &agent.Loop{Model: m, Skills: cat}})
+	h := startHarness(t, openStore(t), hcfg{Tools: tools.NewSet([]tools.Tool{cat.Tool()}), Loop: &agent.Loop{Model: m, Skills: cat}, Skills: cat})
 	ch := agent.SessionKey{Platform: "test", Chat: "C7"}
 	h.submit(t, agent.Inbound{Key: ch, MessageID: "m1", User: agent.User{ID: "U1"}, Text: "tools", Addressed: true})
 	var notes []string
 	waitFor(t, func() bool { _, _, notes = h.p.final(ch); return len(notes) > 0 })
-	if r := notes[0]; !strings.Contains(r, "• skills: skill:skill-00=allow") || !strings.Contains(r, "skill:skill-24=allow and 15 more") || strings.Contains(r, "skill-25") {
+	if r := notes[0]; !strings.Contains(r, "• skills: skill=allow skill:skill-00=allow") || !strings.Contains(r, "skill:skill-23=allow and 16 more") || strings.Contains(r, "skill-24") {
 		t.Errorf("tools: %q", r)
 	}
 }

@@ -36,7 +36,7 @@ func TestDeadHoldersSessionIsTakenOver(t *testing.T) {
 	st := openStore(t)
 	obs := &countingObserver{}
 	m := echoModel()
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, ReadyEvery: 50 * time.Millisecond, Observer: obs})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, ReadyEvery: 50 * time.Millisecond, Observer: obs})
 	// The dead replica claimed the session, then its messages arrived
 	// (recorded by its adapter), and it died.
 	if _, err := st.Claim(t.Context(), keyA, agent.Owner("dead", 1), 300*time.Millisecond); err != nil {
@@ -69,7 +69,7 @@ func TestRestartedReplicaTakesItsLeasesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := echoModel()
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, Replica: "r1"})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, Replica: "r1"})
 	waitFor(t, func() bool { a, _, _ := h.p.final(keyA); return len(a) == 1 })
 	// Another replica's lease is respected.
 	if _, err := st.Claim(t.Context(), keyB, agent.Owner("r2", 1), time.Hour); err != nil {
@@ -100,7 +100,7 @@ func TestCommittedAnswerIsShownByTheNextHolder(t *testing.T) {
 	}
 	obs := &countingObserver{}
 	m := echoModel()
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, ReadyEvery: 50 * time.Millisecond, Observer: obs})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, ReadyEvery: 50 * time.Millisecond, Observer: obs})
 	waitFor(t, func() bool { a, _, _ := h.p.final(keyA); return len(a) == 1 })
 	time.Sleep(200 * time.Millisecond) // a second showing would have come by now
 	if a, _, _ := h.p.final(keyA); len(a) != 1 || a[0] != "the answer" || m.calls.Load() != 0 {
@@ -118,10 +118,10 @@ func TestCommittedAnswerIsShownByTheNextHolder(t *testing.T) {
 // A failing store delays the commit; nothing is shown until it works, and
 // then the answer is shown once.
 func TestCommitRetriedWhileTheLeaseLasts(t *testing.T) {
-	st := &faultyStore{Store: openStore(t)}
+	st := &faultyStore{testStore: openStore(t)}
 	st.commitFails.Store(3)
 	m := echoModel()
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}})
 	h.submit(t, inbound(keyA, "m1", "hello"))
 	h.idle(t, keyA)
 	if a, f, _ := h.p.final(keyA); len(a) != 1 || len(f) != 0 || m.calls.Load() != 1 {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
+	"github.com/firstmate/firstmate/agent/schedules"
 	"github.com/firstmate/firstmate/tools"
 	"github.com/firstmate/firstmate/tools/schedule"
 )
@@ -43,38 +45,31 @@ func (m *inputs) with(s string) []string {
 	return out
 }
 
-func scheduleStore(t *testing.T, st agent.Store) agent.ScheduleStore {
-	t.Helper()
-	ss, ok := st.(agent.ScheduleStore)
-	if !ok {
-		t.Fatalf("%T keeps no schedules", st)
-	}
-	return ss
-}
+func scheduleStore(t *testing.T, st testStore) schedules.Store { return st }
 
 // scheduler is a scheduler on st that looks for due schedules often.
-func scheduler(t *testing.T, st agent.Store, cfg agent.ScheduleConfig) *agent.Scheduler {
+func scheduler(t *testing.T, st testStore, cfg schedules.Config) *schedules.Scheduler {
 	if cfg.Every == 0 {
 		cfg.Every = 10 * time.Millisecond
 	}
-	return agent.NewScheduler(scheduleStore(t, st), cfg)
+	return schedules.New(scheduleStore(t, st), cfg)
 }
 
 var ann = agent.User{ID: "U1", Name: "ann"}
 
 // due is a one-shot schedule of ann's in keyA, due at at.
-func due(id string, at time.Time, prompt string) agent.Schedule {
-	return agent.Schedule{ID: id, Key: keyA, By: ann, Kind: schedule.Once, Prompt: prompt, Due: at.Truncate(time.Millisecond), Created: at.Add(-time.Hour)}
+func due(id string, at time.Time, prompt string) schedules.Schedule {
+	return schedules.Schedule{ID: id, Key: keyA, By: ann, Kind: schedule.Once, Prompt: prompt, Due: at.Truncate(time.Millisecond), Created: at.Add(-time.Hour)}
 }
 
-func addSchedule(t *testing.T, st agent.Store, s agent.Schedule) {
+func addSchedule(t *testing.T, st testStore, s schedules.Schedule) {
 	t.Helper()
 	if err := scheduleStore(t, st).AddSchedule(t.Context(), s, 20); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func schedulesOf(t *testing.T, st agent.Store, key agent.SessionKey) []agent.Schedule {
+func schedulesOf(t *testing.T, st testStore, key agent.SessionKey) []schedules.Schedule {
 	t.Helper()
 	all, err := scheduleStore(t, st).Schedules(t.Context(), key)
 	if err != nil {
@@ -95,15 +90,15 @@ func TestScheduleFiresOnceAcrossReplicas(t *testing.T) {
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim as the dead replica: %v, %v", claimed, err)
 	}
-	in := agent.Inbound{Key: keyA, MessageID: agent.MessageIDForTest(claimed[0]), User: ann, Text: "[scheduled by ann] look at the graphs", Addressed: true}
+	in := agent.Inbound{Key: keyA, MessageID: claimed[0].MessageID(), User: ann, Text: "[scheduled by ann] look at the graphs", Addressed: true}
 	if _, err := st.Enqueue(t.Context(), in); err != nil {
 		t.Fatal(err)
 	}
 
 	m := &inputs{}
 	for range 2 {
-		startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, ReadyEvery: 50 * time.Millisecond,
-			Scheduler: scheduler(t, st, agent.ScheduleConfig{})})
+		startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, ReadyEvery: 50 * time.Millisecond,
+			Scheduler: scheduler(t, st, schedules.Config{})})
 	}
 	addSchedule(t, st, due("s1", time.Now(), "check the deploy"))
 	waitFor(t, func() bool { return len(m.with("check the deploy")) > 0 })
@@ -135,7 +130,7 @@ func TestScheduleDueWhileDownFiresOnStart(t *testing.T) {
 	addSchedule(t, st, cron)
 
 	m := &inputs{}
-	startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, Scheduler: scheduler(t, st, agent.ScheduleConfig{})})
+	startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, Scheduler: scheduler(t, st, schedules.Config{})})
 	waitFor(t, func() bool { return len(m.with("missed reminder")) == 1 && len(m.with("daily report")) == 1 })
 	waitFor(t, func() bool {
 		all := schedulesOf(t, st, keyA)
@@ -163,7 +158,7 @@ func TestScheduleDueWhileDownFiresOnStart(t *testing.T) {
 func TestScheduleMadeBeforeARestart(t *testing.T) {
 	st := openStore(t)
 	m := &inputs{}
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, Scheduler: scheduler(t, st, agent.ScheduleConfig{})})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, Scheduler: scheduler(t, st, schedules.Config{})})
 	h.submit(t, inbound(keyA, "c1", "schedule in 1s back online?"))
 	notices(t, h, keyA, 1)
 	h.stop()
@@ -171,7 +166,7 @@ func TestScheduleMadeBeforeARestart(t *testing.T) {
 	if len(m.with("back online?")) != 0 {
 		t.Fatal("fired while stopped")
 	}
-	startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, Scheduler: scheduler(t, st, agent.ScheduleConfig{})})
+	startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, Scheduler: scheduler(t, st, schedules.Config{})})
 	waitFor(t, func() bool { return len(m.with("back online?")) == 1 })
 	waitFor(t, func() bool { return len(schedulesOf(t, st, keyA)) == 0 })
 	time.Sleep(200 * time.Millisecond)
@@ -185,7 +180,7 @@ func TestScheduleMadeBeforeARestart(t *testing.T) {
 func TestScheduleCronReschedules(t *testing.T) {
 	st := openStore(t)
 	m := &inputs{}
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, Scheduler: scheduler(t, st, agent.ScheduleConfig{})})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, Scheduler: scheduler(t, st, schedules.Config{})})
 	h.submit(t, inbound(keyA, "c1", `schedule cron "*/5 * * * *" tidy up`))
 	waitFor(t, func() bool { return len(schedulesOf(t, st, keyA)) == 1 })
 	sch := schedulesOf(t, st, keyA)[0]
@@ -226,8 +221,8 @@ func notices(t *testing.T, h *harness, key agent.SessionKey, n int) []string {
 // A channel holds at most its limit of schedules, its threads together.
 func TestScheduleLimit(t *testing.T) {
 	st := openStore(t)
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: &inputs{}},
-		Scheduler: scheduler(t, st, agent.ScheduleConfig{PerChannel: 2})})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: &inputs{}},
+		Scheduler: scheduler(t, st, schedules.Config{PerChannel: 2})})
 	h.submit(t, inbound(keyA, "c1", "schedule in 1h one"))
 	notices(t, h, keyA, 1)
 	h.submit(t, inbound(keyB, "c2", "schedule in 2h two"))
@@ -246,8 +241,8 @@ func TestScheduleLimit(t *testing.T) {
 // see everyone's, others their own.
 func TestUnscheduleOwnerOrAdmin(t *testing.T) {
 	st := openStore(t)
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: &inputs{}}, Admins: func(_, id string) bool { return id == "U9" },
-		Scheduler: scheduler(t, st, agent.ScheduleConfig{})})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: &inputs{}}, Admins: func(_, id string) bool { return id == "U9" },
+		Scheduler: scheduler(t, st, schedules.Config{})})
 	h.submit(t, inbound(keyA, "c1", "schedule in 90m check the deploy"))
 	notices(t, h, keyA, 1)
 	id := schedulesOf(t, st, keyA)[0].ID
@@ -301,10 +296,10 @@ func TestUnscheduleOwnerOrAdmin(t *testing.T) {
 		t.Fatalf("left %+v", all)
 	}
 	// Each change is in the audit log.
-	if n := len(auditOf(t, st, agent.AuditScheduleAdd)); n != 2 {
+	if n := len(auditOf(t, st, govern.AuditScheduleAdd)); n != 2 {
 		t.Errorf("%d schedule.add entries; want 2", n)
 	}
-	if n := len(auditOf(t, st, agent.AuditScheduleRemove)); n != 2 {
+	if n := len(auditOf(t, st, govern.AuditScheduleRemove)); n != 2 {
 		t.Errorf("%d schedule.remove entries; want 2", n)
 	}
 }
@@ -352,14 +347,14 @@ func lastTool(req *agent.Request) string {
 // ends, a new turn in the same thread reads its state and last lines.
 func TestWaitForJobResumesThread(t *testing.T) {
 	st := openStore(t)
-	board := st.(tools.JobBoard)
+	var board tools.JobBoard = st
 	space := tools.DirName(keyA.Channel().String())
 	started := time.Now()
 	job := tools.Job{ID: 1, Owner: "r1#1", Command: "make test", Log: ".jobs/1.log", Started: started, Seen: started}
 	if err := board.PutJob(t.Context(), space, job); err != nil {
 		t.Fatal(err)
 	}
-	sched := scheduler(t, st, agent.ScheduleConfig{JobPoll: 20 * time.Millisecond, Jobs: board})
+	sched := scheduler(t, st, schedules.Config{JobPoll: 20 * time.Millisecond, Jobs: board})
 	set := tools.NewSet(schedule.Tools(schedule.Config{Scheduler: sched, Jobs: board, MinInterval: 5 * time.Minute, MaxWait: 24 * time.Hour}))
 	var waitResult string
 	m := &scripted{f: func(turn int, req *agent.Request) *agent.Response {
@@ -372,7 +367,7 @@ func TestWaitForJobResumesThread(t *testing.T) {
 		}
 		return answerWith("the tests passed")
 	}}
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, Tools: set, Scheduler: sched})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, Tools: set, Scheduler: sched})
 	h.submit(t, inbound(keyA, "m1", "run the tests and tell me"))
 	waitFor(t, func() bool { a, _, _ := h.p.final(keyA); return len(a) == 1 })
 	if !strings.HasPrefix(waitResult, "Waiting for job 1: this conversation resumes when it ends") {
@@ -407,7 +402,7 @@ func TestWaitForJobResumesThread(t *testing.T) {
 // A wait of a duration resumes the thread after it, with the note.
 func TestWaitResumesThread(t *testing.T) {
 	st := openStore(t)
-	sched := scheduler(t, st, agent.ScheduleConfig{})
+	sched := scheduler(t, st, schedules.Config{})
 	set := tools.NewSet(schedule.Tools(schedule.Config{Scheduler: sched}))
 	m := &scripted{f: func(turn int, req *agent.Request) *agent.Response {
 		if turn == 0 && lastTool(req) == "" {
@@ -415,7 +410,7 @@ func TestWaitResumesThread(t *testing.T) {
 		}
 		return answerWith("ok")
 	}}
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, Tools: set, Scheduler: sched})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, Tools: set, Scheduler: sched})
 	h.submit(t, inbound(keyA, "m1", "deploy, then check"))
 	waitFor(t, func() bool { return len(m.inputs()) == 2 })
 	if woke := m.inputs()[1]; !strings.HasPrefix(woke, "[ann] [woken: the wait of 200ms asked for at ") || !strings.HasSuffix(woke, "]\ncheck the deploy finished") {
@@ -426,7 +421,7 @@ func TestWaitResumesThread(t *testing.T) {
 // The tool refuses what it cannot schedule, saying why.
 func TestScheduleRefusesBadArguments(t *testing.T) {
 	st := openStore(t)
-	sched := scheduler(t, st, agent.ScheduleConfig{})
+	sched := scheduler(t, st, schedules.Config{})
 	call := tools.Call{Session: keyA.String(), User: "U1", UserName: "ann"}
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	for _, tc := range []struct {
@@ -469,7 +464,7 @@ func TestScheduleRefusesBadArguments(t *testing.T) {
 		result = lastTool(req)
 		return answerWith("sorry")
 	}}
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, Tools: set, Scheduler: sched})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, Tools: set, Scheduler: sched})
 	h.submit(t, inbound(keyA, "m1", "remind me"))
 	h.idle(t, keyA)
 	if result != "error: cannot schedule that: give exactly one of in, at and cron, not in and at" {
@@ -484,8 +479,8 @@ func TestScheduleCommandForms(t *testing.T) {
 	if err != nil {
 		t.Skip("no time zone data:", err)
 	}
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: &inputs{}},
-		Scheduler: scheduler(t, st, agent.ScheduleConfig{Location: loc})})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: &inputs{}},
+		Scheduler: scheduler(t, st, schedules.Config{Location: loc})})
 	next := time.Now().In(loc).AddDate(0, 0, 2)
 	day := next.Format("2006-01-02")
 	for i, text := range []string{
@@ -498,7 +493,7 @@ func TestScheduleCommandForms(t *testing.T) {
 		h.submit(t, inbound(keyA, "c"+string(rune('a'+i)), text))
 	}
 	notices(t, h, keyA, 5)
-	byPrompt := map[string]agent.Schedule{}
+	byPrompt := map[string]schedules.Schedule{}
 	for _, s := range schedulesOf(t, st, keyA) {
 		byPrompt[s.Prompt] = s
 	}
@@ -519,7 +514,7 @@ func TestScheduleCommandForms(t *testing.T) {
 	}
 	// A sentence that starts with the word is for the model.
 	m := &inputs{}
-	h2 := startHarness(t, openStore(t), agent.DispatcherConfig{Loop: &agent.Loop{Model: m}})
+	h2 := startHarness(t, openStore(t), hcfg{Loop: &agent.Loop{Model: m}})
 	h2.submit(t, inbound(keyA, "m1", "schedule a meeting with Bob"))
 	h2.idle(t, keyA)
 	if len(m.with("schedule a meeting")) != 1 {

@@ -2,15 +2,14 @@ package agent_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 	"github.com/firstmate/firstmate/tools"
 	"github.com/firstmate/firstmate/tools/skills"
 )
@@ -51,13 +50,25 @@ func newSkillsEnv(t *testing.T) *skillsEnv {
 	return &skillsEnv{cat: cat, set: tools.NewSet(append(testTools(t).Tools(), cat.Tool())), ws: ws}
 }
 
+// policyGate is a turn's gate with a channel policy and nothing else.
+type policyGate struct {
+	fakeGate
+	p   *govern.Policy
+	set *tools.Set
+}
+
+func (g *policyGate) Mode(name string) agent.ToolMode { return g.p.Mode(name) }
+func (g *policyGate) CallMode(c agent.ToolCall) (agent.ToolMode, string) {
+	return g.p.CallMode(g.set, c)
+}
+
 // policy builds a channel policy from rules as people write them.
-func policy(t *testing.T, known []string, rules ...string) func(string) agent.ToolMode {
+func policy(t *testing.T, known *tools.Set, rules ...string) agent.TurnGate {
 	t.Helper()
-	d := agent.PolicyDefaults{Rules: map[string]agent.ToolMode{}}
+	d := govern.Defaults{Rules: map[string]agent.ToolMode{}}
 	for _, r := range rules {
 		name, mode, _ := strings.Cut(r, "=")
-		rule, err := agent.ParseRuleName(name, known)
+		rule, err := govern.ParseRuleName(name, known)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,17 +82,34 @@ func policy(t *testing.T, known []string, rules ...string) func(string) agent.To
 			d.Rules[rule] = m
 		}
 	}
-	return agent.NewPolicy(agent.SessionKey{Platform: "test", Chat: "C1"}, d, agent.ChannelSettings{}).Mode
+	return &policyGate{p: govern.NewPolicy(agent.SessionKey{Platform: "test", Chat: "C1"}, d, agent.ChannelSettings{}, known), set: known}
 }
 
 // turn runs one turn whose model loads each of load (in one step),
 // then answers; it returns the system prompt and tools the model was
 // offered, and the tool results it read.
-func (e *skillsEnv) turn(t *testing.T, mode func(string) agent.ToolMode, approve func(context.Context, agent.ApprovalNeeded) (bool, string), load ...string) (system string, offered []string, results []agent.Message) {
+func (e *skillsEnv) turn(t *testing.T, gate agent.TurnGate, load ...string) (system string, offered []string, results []agent.Message) {
+	t.Helper()
+	system, offered, out := e.run(t, gate, nil, load...)
+	for _, m := range out.Messages {
+		if m.Role == agent.RoleTool {
+			results = append(results, m)
+		}
+	}
+	return system, offered, results
+}
+
+// run is turn with the turn's outcome, resuming approvals; a load of
+// "NAME/FILE" reads one of the skill's files.
+func (e *skillsEnv) run(t *testing.T, gate agent.TurnGate, resume []agent.Approval, load ...string) (system string, offered []string, out *agent.Outcome) {
 	t.Helper()
 	var cs []agent.ToolCall
 	for i, name := range load {
-		cs = append(cs, call("c"+string(rune('0'+i)), "skill", `{"name":"`+name+`"}`))
+		args := `{"name":"` + name + `"}`
+		if skill, file, ok := strings.Cut(name, "/"); ok {
+			args = `{"name":"` + skill + `","file":"` + file + `"}`
+		}
+		cs = append(cs, call("c"+string(rune('0'+i)), "skill", args))
 	}
 	replies := []func(*agent.Request) (*agent.Response, error){func(req *agent.Request) (*agent.Response, error) {
 		system, offered = req.System, offeredNames(req)
@@ -94,23 +122,22 @@ func (e *skillsEnv) turn(t *testing.T, mode func(string) agent.ToolMode, approve
 		replies = append(replies, text("done"))
 	}
 	l := &agent.Loop{Model: &scriptModel{replies: replies}, System: fixedPrompt, Skills: e.cat}
-	out, err := l.Run(t.Context(), &agent.Turn{Input: userMsg("go"), Tools: e.set, Workspace: e.ws, Mode: mode, Approve: approve})
+	turn := &agent.Turn{Input: userMsg("go"), Resume: resume, Tools: e.set, Workspace: e.ws, Gate: gate}
+	if len(resume) > 0 {
+		turn.Input = agent.Message{}
+	}
+	out, err := l.Run(t.Context(), turn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range out.Messages {
-		if m.Role == agent.RoleTool {
-			results = append(results, m)
-		}
-	}
-	return system, offered, results
+	return system, offered, out
 }
 
 // The model sees each skill's name and description at the end of the
 // system prompt, never its instructions; the skill tool returns them.
 func TestSkillsLoadedOnDemand(t *testing.T) {
 	e := newSkillsEnv(t)
-	system, offered, results := e.turn(t, nil, nil, "deploy", "Notes")
+	system, offered, results := e.turn(t, nil, "deploy", "Notes")
 	if !strings.HasPrefix(system, fixedPrompt+"\n\n# Skills\n") {
 		t.Errorf("the fixed prompt must come first, then the skills:\n%s", system)
 	}
@@ -130,7 +157,7 @@ func TestSkillsLoadedOnDemand(t *testing.T) {
 		t.Errorf("results = %+v", results)
 	}
 	// The same skills give the same prompt, turn after turn.
-	if again, _, _ := e.turn(t, nil, nil); again != system {
+	if again, _, _ := e.turn(t, nil); again != system {
 		t.Errorf("the prompt changed between turns:\n%s\n---\n%s", system, again)
 	}
 }
@@ -138,8 +165,8 @@ func TestSkillsLoadedOnDemand(t *testing.T) {
 // A denied skill is not listed and cannot be loaded; the others can.
 func TestDeniedSkillIsNotListedAndRefused(t *testing.T) {
 	e := newSkillsEnv(t)
-	mode := policy(t, e.set.Known(), "skill:secret=deny")
-	system, _, results := e.turn(t, mode, nil, "secret", "SECRET", "deploy")
+	mode := policy(t, e.set, "skill:secret=deny")
+	system, _, results := e.turn(t, mode, "secret", "SECRET", "deploy")
 	if strings.Contains(system, "secret") || !strings.Contains(system, "- deploy:") {
 		t.Errorf("system prompt:\n%s", system)
 	}
@@ -158,7 +185,7 @@ func TestDeniedSkillIsNotListedAndRefused(t *testing.T) {
 // covers skills too.
 func TestSkillPolicyRules(t *testing.T) {
 	e := newSkillsEnv(t)
-	known := e.set.Known()
+	known := e.set
 	cases := []struct {
 		rules  []string
 		listed []string // nil: no section, and no skill tool
@@ -172,7 +199,7 @@ func TestSkillPolicyRules(t *testing.T) {
 		{[]string{"exec=deny", "read=deny"}, []string{"deploy", "notes", "secret"}}, // skills are not a tool group
 	}
 	for _, c := range cases {
-		system, offered, _ := e.turn(t, policy(t, known, c.rules...), nil)
+		system, offered, _ := e.turn(t, policy(t, known, c.rules...))
 		var got []string
 		for line := range strings.Lines(system) {
 			if name, _, ok := strings.Cut(strings.TrimPrefix(line, "- "), ":"); ok && strings.HasPrefix(line, "- ") {
@@ -194,74 +221,57 @@ func TestSkillPolicyRules(t *testing.T) {
 	}
 }
 
-// A skill in ask mode waits for a person; the approval names the skill's
-// rule, so "always allow" can allow that skill alone.
+// A skill in ask mode waits for a person: the turn ends with the call
+// pending, and the approval names the skill's rule, so "always allow" can
+// allow that skill alone. Approved, it runs in the next turn, then the
+// rest of its step; a second call of it asks again.
 func TestSkillAskNeedsApproval(t *testing.T) {
 	e := newSkillsEnv(t)
-	mode := policy(t, e.set.Known(), "skill:deploy=ask")
-	var mu sync.Mutex
-	var asked []string
-	approve := func(_ context.Context, req agent.ApprovalNeeded) (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
-		asked = append(asked, req.Name)
-		return len(asked) == 1, "denied by a person"
+	gate := policy(t, e.set, "skill:deploy=ask")
+	_, _, out := e.run(t, gate, nil, "deploy", "notes", "deploy")
+	if out.Pending == nil || out.Pending.Rule != "skill:deploy" || len(out.Pending.Calls) != 3 {
+		t.Fatalf("pending %+v", out.Pending)
 	}
-	_, _, results := e.turn(t, mode, approve, "deploy", "notes", "deploy")
-	if !slices.Equal(asked, []string{"skill:deploy", "skill:deploy"}) {
-		t.Errorf("asked about %q", asked)
+	approved := agent.Approval{ID: "ap1", Tool: "skill:deploy", State: agent.ApprovalApproved, DecidedBy: agent.User{ID: "U9"}, Calls: out.Pending.Calls}
+	_, _, out = e.run(t, gate, []agent.Approval{approved})
+	var results []string
+	for _, m := range out.Messages {
+		if m.Role == agent.RoleTool {
+			results = append(results, m.Content)
+		}
 	}
-	if !strings.Contains(results[0].Content, "BODY-DEPLOY") || !strings.Contains(results[1].Content, "BODY-NOTES") || !strings.Contains(results[2].Content, "denied by a person") {
-		t.Errorf("results = %+v", results)
+	if len(results) != 3 || !strings.Contains(results[0], "BODY-DEPLOY") || !strings.Contains(results[1], "BODY-NOTES") || !strings.Contains(results[2], "needs a person's approval") {
+		t.Errorf("results = %q", results)
+	}
+	if out.Pending == nil || out.Pending.Rule != "skill:deploy" || len(out.Pending.Calls) != 1 {
+		t.Errorf("the second load of deploy: pending %+v", out.Pending)
 	}
 }
 
-// The rule grammar: skill:NAME in chat, in the config and in stored
-// settings; a skill's mode comes from its rule, then group:skills, then
-// the default.
-func TestSkillRuleGrammar(t *testing.T) {
-	known := []string{"read", "shell", "skill"}
-	for in, want := range map[string]string{
-		"skill:Deploy": "skill:deploy", "SKILL:x_1": "skill:x_1", "skills": "group:skills", "group:skills": "group:skills", "skill": "skill",
-	} {
-		if got, err := agent.ParseRuleName(in, known); err != nil || got != want {
-			t.Errorf("ParseRuleName(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"skill:", "skill:../x", "skill:a b", "skill:-x", "skill:" + strings.Repeat("x", 65)} {
-		if got, err := agent.ParseRuleName(bad, known); err == nil {
-			t.Errorf("ParseRuleName(%q) = %q", bad, got)
-		}
-	}
-	// The policy's skill names are the skills package's.
-	for _, name := range []string{"a", "deploy", "x_1", "-x", "a.b", "A", strings.Repeat("x", 64), strings.Repeat("x", 65)} {
-		_, ok := agent.IsSkillRule(agent.SkillRule(name))
-		if ok != (skills.ValidName(name) == nil) {
-			t.Errorf("skill name %q: policy says %v, skills says %v", name, ok, skills.ValidName(name))
-		}
-	}
-	p := agent.NewPolicy(agent.SessionKey{Platform: "t", Chat: "c"},
-		agent.PolicyDefaults{Default: agent.ToolAsk, Rules: map[string]agent.ToolMode{"group:skills": agent.ToolDeny}},
-		agent.ChannelSettings{Tools: map[string]agent.Rule{"skill:deploy": {Mode: agent.ToolAllow}}})
-	for rule, want := range map[string]agent.Reason{
-		"skill:deploy": {Mode: agent.ToolAllow, Rule: "skill:deploy", Layer: "channel"},
-		"skill:other":  {Mode: agent.ToolDeny, Rule: "group:skills", Layer: "config"},
-		"skill":        {Mode: agent.ToolAsk, Rule: "default", Layer: "config"},
-	} {
-		if got := p.Why(rule); got != want {
-			t.Errorf("Why(%s) = %+v, want %+v", rule, got, want)
-		}
-	}
-	// Stored like any rule; a malformed one is refused.
-	st := openStore(t)
-	ch := agent.SessionKey{Platform: "test", Chat: "C1"}
-	if _, err := agent.ChangePolicy(t.Context(), st, ch, "test:U9", agent.PolicyChange{Version: -1, Set: map[string]agent.ToolMode{"skill:deploy": agent.ToolDeny, "group:skills": agent.ToolAsk}}, known); err != nil {
+// skill:NAME governs a skill's instructions; its other files are files
+// like any other and need read: a file copied into a skill's folder does
+// not come out where read is denied.
+func TestSkillFilesNeedRead(t *testing.T) {
+	e := newSkillsEnv(t)
+	if _, err := e.ws.WriteFile("secret.txt", []byte("THE-SECRET"), 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{"skill:../x", "skill:Deploy"} {
-		if _, err := agent.ChangePolicy(t.Context(), st, ch, "test:U9", agent.PolicyChange{Version: -1, Set: map[string]agent.ToolMode{bad: agent.ToolDeny}}, known); !errors.Is(err, agent.ErrInvalid) {
-			t.Errorf("ChangePolicy(%s): %v", bad, err)
+	if _, err := e.ws.WriteFile("skills/notes/secret.txt", []byte("THE-SECRET"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	_, _, results := e.turn(t, policy(t, e.set, "read=deny"), "notes", "notes/secret.txt", "deploy/run.sh")
+	if len(results) != 3 || !strings.Contains(results[0].Content, "BODY-NOTES") {
+		t.Fatalf("results %+v", results)
+	}
+	for _, r := range results[1:] {
+		if strings.Contains(r.Content, "THE-SECRET") || strings.Contains(r.Content, "make deploy") || !strings.Contains(r.Content, "read (group) is not allowed") {
+			t.Errorf("a skill's file where read is denied: %q", r.Content)
 		}
+	}
+	// With read allowed, the same calls read them.
+	_, _, results = e.turn(t, nil, "notes/secret.txt", "deploy/run.sh")
+	if !strings.Contains(results[0].Content, "THE-SECRET") || !strings.Contains(results[1].Content, "make deploy") {
+		t.Errorf("results %+v", results)
 	}
 }
 
@@ -269,7 +279,7 @@ func TestSkillRuleGrammar(t *testing.T) {
 func TestSkillCommands(t *testing.T) {
 	e := newSkillsEnv(t)
 	m := &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) { return answerWith("x"), nil }}
-	h := startHarness(t, openStore(t), agent.DispatcherConfig{Tools: e.set, Loop: &agent.Loop{Model: m, Skills: e.cat},
+	h := startHarness(t, openStore(t), hcfg{Tools: e.set, Loop: &agent.Loop{Model: m, Skills: e.cat},
 		Admins: func(_, id string) bool { return id == "U9" }})
 	ch := agent.SessionKey{Platform: "test", Chat: "C7"}
 	n := 0

@@ -7,19 +7,16 @@ import (
 	"time"
 )
 
-// Store is what the dispatcher needs to keep, durably and shared between
-// replicas. store/redis and store/local implement it; store/storetest holds
-// the conformance suite both pass.
+// Sessions is what the Dispatcher keeps, durably and shared between
+// replicas: each session's mailbox, lease, history and outbox. The stores
+// (store/redis, store/local) implement it with the other roles (the
+// gate's governance, schedules, the job board, the poll lease);
+// store/storetest holds the conformance suite, one file per role.
 //
 // A session has a mailbox (inbound messages not yet answered, in arrival
 // order), a lease (who runs its turn now), and a history (whole turns, oldest
 // first). Only the lease holder removes mailbox entries or appends history.
-//
-// Both stores also keep schedules ([ScheduleStore]) and the background
-// jobs' board (tools.JobBoard), abilities a caller finds by type assertion.
-type Store interface {
-	GovernStore
-
+type Sessions interface {
 	// Enqueue adds in to its session's mailbox unless a message with the
 	// same ID was enqueued in the same chat within the dedup window. It
 	// reports whether the message was new. When it returns nil the message
@@ -69,17 +66,6 @@ type Store interface {
 	// message. It must stay cheap with many idle sessions (no full scan).
 	Ready(ctx context.Context, limit int) ([]SessionKey, error)
 
-	// Boot returns the next boot number of a replica (1 for its first
-	// start): with the replica's name it makes an [Owner] unique to one
-	// process's life.
-	Boot(ctx context.Context, replica string) (int64, error)
-
-	// TryLease takes or renews a named lease (one Telegram poller among
-	// replicas) for owner, for ttl, and reports whether owner holds it.
-	TryLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
-	// DropLease gives up a named lease if owner holds it.
-	DropLease(ctx context.Context, name, owner string) error
-
 	// Release drops owner's lease unless the mailbox has entries; then it
 	// keeps the lease and reports pending > 0 so the owner runs another turn.
 	// With shown not empty it first removes that outbox entry, as Delivered
@@ -111,17 +97,6 @@ type Store interface {
 
 	// Pending counts the session's mailbox entries.
 	Pending(ctx context.Context, key SessionKey) (int, error)
-
-	// Settings returns a channel's settings; the zero value (Version 0) if
-	// none were ever set.
-	Settings(ctx context.Context, channel SessionKey) (ChannelSettings, error)
-
-	// SetSettings stores s if s.Version equals the stored version, and
-	// returns the stored settings with the version incremented.
-	// ErrVersionConflict if another write came first.
-	SetSettings(ctx context.Context, channel SessionKey, s ChannelSettings) (ChannelSettings, error)
-
-	Close() error
 }
 
 // Claim is what a lease holder starts a turn with.
@@ -141,14 +116,17 @@ type Claim struct {
 // it. What remains is a duplicate if the crash falls between the platform
 // call and Delivered.
 type Outbound struct {
-	ID      string        `json:"id"`
-	Trigger Inbound       `json:"trigger"` // the message it answers, to reply to it
-	Answer  string        `json:"answer,omitempty"`
-	Failure string        `json:"failure,omitempty"` // said instead of an answer
-	Files   []string      `json:"files,omitempty"`   // workspace-relative, attached to the answer
-	Steps   int           `json:"steps,omitempty"`
-	Tools   int           `json:"tools,omitempty"`
-	Took    time.Duration `json:"took,omitempty"`
+	ID      string  `json:"id"`
+	Trigger Inbound `json:"trigger"` // the message it answers, to reply to it
+	Answer  string  `json:"answer,omitempty"`
+	Failure string  `json:"failure,omitempty"` // said instead of an answer
+	// Ask is the approval the turn waits for, shown with its question;
+	// Answer then holds what the model wrote before the call, if anything.
+	Ask   *Approval     `json:"ask,omitempty"`
+	Files []string      `json:"files,omitempty"` // workspace-relative, attached to the answer
+	Steps int           `json:"steps,omitempty"`
+	Tools int           `json:"tools,omitempty"`
+	Took  time.Duration `json:"took,omitempty"`
 	// Spent is what the turn's last model calls used that its channel's
 	// count does not hold yet: the commit adds it (once, however often it
 	// is sent), which spares the turn a round trip. Not kept in the outbox.
@@ -162,30 +140,9 @@ type Spent struct {
 }
 
 // Owner names a lease holder: a replica's stable name (its host or pod,
-// and its port) and its boot number from [Store.Boot].
+// and its port) and its boot number (a store counts a replica's boots),
+// unique to one process's life.
 func Owner(replica string, boot int64) string { return fmt.Sprintf("%s#%d", replica, boot) }
-
-// ChannelSettings are a channel's stored overrides of the configured
-// defaults. Version increments on every write.
-type ChannelSettings struct {
-	Version int64 `json:"version"`
-	// Tools holds the channel's policy rules by rule name: a tool, a
-	// group ("group:exec") or "default" (see [Policy]).
-	Tools map[string]Rule `json:"tools,omitempty"`
-	// TimeZone is the channel's time zone (an IANA name such as
-	// Asia/Tokyo): crons and times written without an offset are read in
-	// it, and schedules are shown in it. Empty: the configured zone.
-	TimeZone string `json:"time_zone,omitempty"`
-}
-
-// ToolMode is a channel's policy for one tool.
-type ToolMode string
-
-const (
-	ToolAllow ToolMode = "allow"
-	ToolAsk   ToolMode = "ask"
-	ToolDeny  ToolMode = "deny"
-)
 
 // ValidateLease checks the arguments of a lease operation.
 func ValidateLease(key SessionKey, owner string, ttl time.Duration) error {
@@ -205,6 +162,8 @@ var (
 	ErrLeaseHeld       = errors.New("session lease held by another worker")
 	ErrLeaseLost       = errors.New("session lease lost")
 	ErrVersionConflict = errors.New("settings changed concurrently")
+	// ErrNotFound is returned for a record that does not exist or expired.
+	ErrNotFound = errors.New("not found")
 )
 
 // Retention bounds what a store keeps. Stores take it at construction.

@@ -19,13 +19,6 @@ type Thread interface {
 	Emit(ctx context.Context, ev Event) error
 }
 
-// Approver is implemented by threads that can ask a person to approve a tool
-// call (buttons in Slack or Telegram, a prompt in the terminal). It blocks
-// until a decision or ctx ends; no decision means deny.
-type Approver interface {
-	Approve(ctx context.Context, req ApprovalNeeded) (bool, error)
-}
-
 // Submitter is what an adapter hands incoming messages and clicks to: the
 // [Dispatcher]. Submit returns once the message is durable; then the
 // adapter may acknowledge the platform.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
+	"github.com/firstmate/firstmate/agent/schedules"
 	"github.com/firstmate/firstmate/tools"
 	"github.com/firstmate/firstmate/tools/schedule"
 )
@@ -42,7 +44,7 @@ func from(user agent.User, text string) agent.Inbound {
 
 var root = agent.User{ID: "U9", Name: "root"}
 
-func zoneOf(t *testing.T, st agent.Store) string {
+func zoneOf(t *testing.T, st testStore) string {
 	t.Helper()
 	cs, err := st.Settings(t.Context(), keyA.Channel())
 	if err != nil {
@@ -98,8 +100,8 @@ func TestTimeZoneCommand(t *testing.T) {
 	loadZone(t, "Asia/Tokyo")
 	st := openStore(t)
 	ny := loadZone(t, "America/New_York")
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: &inputs{}}, Admins: func(_, id string) bool { return id == "U9" },
-		Scheduler: scheduler(t, st, agent.ScheduleConfig{Location: ny})})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: &inputs{}}, Admins: func(_, id string) bool { return id == "U9" },
+		Scheduler: scheduler(t, st, schedules.Config{Location: ny})})
 
 	if got := ask(t, h, from(ann, "timezone")); !strings.HasPrefix(got, "This channel's time zone is America/New_York, the default.") {
 		t.Fatalf("timezone: %q", got)
@@ -113,7 +115,7 @@ func TestTimeZoneCommand(t *testing.T) {
 	if z := zoneOf(t, st); z != "" {
 		t.Fatalf("a non-admin set the zone to %q", z)
 	}
-	if n := len(auditOf(t, st, agent.AuditTimeZoneRefused)); n != 3 {
+	if n := len(auditOf(t, st, govern.AuditTimeZoneRefused)); n != 3 {
 		t.Errorf("%d timezone.refused entries; want 3", n)
 	}
 
@@ -161,7 +163,7 @@ func TestTimeZoneCommand(t *testing.T) {
 		t.Fatalf("settings after clearing %+v", cs)
 	}
 
-	set := auditOf(t, st, agent.AuditTimeZoneSet)
+	set := auditOf(t, st, govern.AuditTimeZoneSet)
 	if len(set) != 3 {
 		t.Fatalf("timezone.set entries %+v; want 3", set)
 	}
@@ -183,8 +185,8 @@ func TestScheduleInTheChannelsZone(t *testing.T) {
 	ny := loadZone(t, "America/New_York")
 	st := openStore(t)
 	m := &inputs{}
-	sched := scheduler(t, st, agent.ScheduleConfig{Location: ny})
-	h := startHarness(t, st, agent.DispatcherConfig{Loop: &agent.Loop{Model: m}, Admins: func(_, id string) bool { return id == "U9" },
+	sched := scheduler(t, st, schedules.Config{Location: ny})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, Admins: func(_, id string) bool { return id == "U9" },
 		Scheduler: sched})
 	ask(t, h, from(root, "timezone Asia/Tokyo"))
 
@@ -204,7 +206,7 @@ func TestScheduleInTheChannelsZone(t *testing.T) {
 		t.Errorf("made: %q; want %q in it", made, want)
 	}
 	ask(t, h, from(ann, "schedule at 09:30 coffee"))
-	var once agent.Schedule
+	var once schedules.Schedule
 	for _, s := range schedulesOf(t, st, keyA) {
 		if s.Prompt == "coffee" {
 			once = s
@@ -244,7 +246,7 @@ func TestScheduleInTheChannelsZone(t *testing.T) {
 
 	// It fires at Tokyo's 09:00: made due now, it posts once and is due
 	// at the next 09:00 in Tokyo.
-	fire := func(sch agent.Schedule, n int) agent.Schedule {
+	fire := func(sch schedules.Schedule, n int) schedules.Schedule {
 		t.Helper()
 		ss := scheduleStore(t, st)
 		if _, err := ss.RemoveSchedule(t.Context(), keyA, sch.ID); err != nil {

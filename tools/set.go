@@ -37,10 +37,10 @@ type Set struct {
 	maxResult int
 	redact    *strings.Replacer
 	missing   map[string]Missing // tool name → its power, and why it is not offered
-	pending   *Pending          // the check the held tools wait for
-	held      map[string]bool   // tools whose calls run in pending's final set
-	providers []Provider        // where tools that change at run time come from
-	live      *live             // the sets made with the providers' tools; nil without providers
+	pending   *Pending           // the check the held tools wait for
+	held      map[string]bool    // tools whose calls run in pending's final set
+	providers []Provider         // where tools that change at run time come from
+	live      *live              // the sets made with the providers' tools; nil without providers
 }
 
 // SetOption configures a Set.

@@ -40,6 +40,18 @@ type Owner struct{ UID, GID int }
 // WorkspaceOption configures OpenWorkspace.
 type WorkspaceOption func(*Workspace)
 
+// Workspaces is where the channels' workspaces are, one directory each
+// under Dir, and how each is opened.
+type Workspaces struct {
+	Dir  string
+	Opts []WorkspaceOption
+}
+
+// Open opens (creating it if needed) the workspace called name.
+func (w Workspaces) Open(name string) (*Workspace, error) {
+	return OpenWorkspace(w.Dir, name, w.Opts...)
+}
+
 // WithOwner makes what the workspace's methods create belong to o; the
 // workspace directory is handed over (with what is already in it) on open.
 func WithOwner(o Owner) WorkspaceOption { return func(w *Workspace) { w.owner = &o } }

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/firstmate/firstmate/internal/testkit/fstest"
 	"github.com/firstmate/firstmate/tools"
-	"github.com/firstmate/firstmate/tools/internal/fstest"
 )
 
 // hostile is a workspace with an outside directory next to it and a set of

@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
@@ -30,6 +29,7 @@ var Key = agent.SessionKey{Platform: "console", Chat: "local"}
 // Submitter is the part of the dispatcher the console drives.
 type Submitter interface {
 	Submit(ctx context.Context, in agent.Inbound) error
+	Decide(ctx context.Context, d agent.Decision) (agent.Decided, error)
 	Stop(key agent.SessionKey) bool
 	WaitIdle(ctx context.Context, key agent.SessionKey) error
 }
@@ -42,12 +42,11 @@ type Submitter interface {
 type Console struct {
 	render *adapters.Renderer
 
-	// asks carries approval questions from turns to Run, which owns the
-	// input; nil while no interactive Run is reading it.
-	asks chan *ask
+	// asks carries the approval questions turns ended with to Run, which
+	// owns the input: the next line typed answers the newest.
+	asks chan string
 
 	mu        sync.Mutex
-	asking    bool // an interactive Run reads answers
 	out       io.Writer
 	midLine   bool // streamed text left the cursor mid-line
 	afterStep bool // the last line printed was a step: the text's paragraph break is not needed
@@ -66,46 +65,43 @@ func (c *Console) Failures() int {
 
 // New returns a console that writes to out; color adds ANSI dim/green/red.
 func New(out io.Writer, color bool, mode adapters.Mode) *Console {
-	c := &Console{out: out, color: color, asks: make(chan *ask)}
+	c := &Console{out: out, color: color, asks: make(chan string, 8)}
 	c.render = adapters.NewRenderer(mode, nil)
 	return c
 }
 
-// ask is one approval question waiting for a line of input.
-type ask struct {
-	req    agent.ApprovalNeeded
-	answer chan bool // buffered: Run never blocks on a turn that gave up
-}
-
-// errNoOneToAsk is the answer when no person is at the terminal.
-var errNoOneToAsk = errors.New("no one is at the terminal to approve it (the input is not a terminal)")
-
-// Approve implements agent.Approver: an interactive chat asks the person at
-// the terminal; the next line they type is the answer (y or yes approves).
-// Scripted input cannot answer, so the call is refused with a reason.
-func (c *Console) Approve(ctx context.Context, req agent.ApprovalNeeded) (bool, error) {
-	c.mu.Lock()
-	canAsk := c.asking
-	c.mu.Unlock()
-	if !canAsk {
-		return false, errNoOneToAsk
-	}
-	a := &ask{req: req, answer: make(chan bool, 1)}
-	select {
-	case c.asks <- a:
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-	select {
-	case ok := <-a.answer:
-		return ok, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-}
-
 // Thread implements agent.Platform: a terminal has one thread.
-func (c *Console) Thread(agent.SessionKey, agent.Inbound) agent.Thread { return c.render.Thread(c) }
+func (c *Console) Thread(agent.SessionKey, agent.Inbound) agent.Thread {
+	return asking{c.render.Thread(c), c}
+}
+
+// asking is the console's thread: the renderer's, and a turn that ends
+// with an approval question hands it to Run, whose next line answers it.
+type asking struct {
+	agent.Thread
+	c *Console
+}
+
+func (a asking) Emit(ctx context.Context, ev agent.Event) error {
+	err := a.Thread.Emit(ctx, ev)
+	if q, ok := ev.(agent.ApprovalNeeded); ok && q.ID != "" {
+		select {
+		case a.c.asks <- q.ID:
+		default: // Run is not reading: the question stays open, as on a platform
+		}
+	}
+	return err
+}
+
+func (a asking) Close() error {
+	if c, ok := a.Thread.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// AnswersTyped implements adapters.TypedAnswers: the person types y or n.
+func (c *Console) AnswersTyped() {}
 
 // Drain waits until every turn has printed what it still had to (its
 // summary line), or ctx ends.
@@ -232,16 +228,6 @@ func (c *Console) say(text string) {
 	fmt.Fprintln(c.out, text)
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
 func (c *Console) newline() {
 	if c.midLine {
 		io.WriteString(c.out, "\n")
@@ -276,6 +262,9 @@ type Options struct {
 // The line reader blocks in Read and cannot be interrupted; when Run returns
 // early it is left to end with its input (the process exits with it).
 func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
+	if opt.User.ID == "" {
+		opt.User = agent.User{ID: "operator"} // the person at the terminal
+	}
 	lines := make(chan string)
 	readErr := make(chan error, 1)
 	readCtx, stopReading := context.WithCancel(ctx)
@@ -309,16 +298,40 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 	var lastStop time.Time
 	var inputDone bool
 	var inputErr error
-	var asking *ask // the approval the next line answers
-	if opt.Interactive {
-		c.mu.Lock()
-		c.asking = true
-		c.mu.Unlock()
-		defer func() {
-			c.mu.Lock()
-			c.asking = false
-			c.mu.Unlock()
+	question := ""   // the approval the next line answers
+	resumed := false // a decision was made since the running wait began
+	waitIdle := func() {
+		if busy {
+			return
+		}
+		busy = true
+		go func() {
+			err := d.WaitIdle(ctx, Key)
+			if err == nil {
+				// The turn's summary line comes before the prompt.
+				err = c.render.Wait(ctx)
+			}
+			idle <- err
 		}()
+	}
+	decide := func(id string, yes bool) {
+		if _, err := d.Decide(ctx, agent.Decision{ApprovalID: id, Chat: Key, User: opt.User, Approve: yes}); err != nil {
+			c.say("could not record the decision: " + err.Error())
+			return
+		}
+		// The decision resumes the turn: wait for it, even if the wait
+		// running now ends first (it began before the resume was queued).
+		resumed = true
+		waitIdle()
+	}
+	ask := func(id string) {
+		if !opt.Interactive {
+			// Nobody at the terminal can answer a script's question.
+			c.say("  (no one is at the terminal to approve it: denied)")
+			decide(id, false)
+			return
+		}
+		question = id
 	}
 	for {
 		// Scripted input waits for each turn before the next line.
@@ -343,23 +356,30 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 				continue
 			}
 			return nil
-		case a := <-c.asks:
-			if asking != nil {
-				asking.answer <- false // a newer question replaces it
-			}
-			asking = a
-			c.mu.Lock()
-			c.newline()
-			fmt.Fprintf(c.out, "  ? allow %s %s? [y/N] ", a.req.Name, truncate(string(a.req.Args), 300))
-			c.mu.Unlock()
+		case id := <-c.asks:
+			ask(id)
 		case err := <-idle:
 			busy = false
-			if asking != nil {
-				asking.answer <- false
-				asking = nil
-			}
 			if err != nil {
 				return err
+			}
+			if resumed {
+				resumed = false
+				waitIdle()
+				continue
+			}
+			// A question the turn ended with may not have been read yet.
+			select {
+			case id := <-c.asks:
+				ask(id)
+			default:
+			}
+			if question != "" {
+				c.mu.Lock()
+				c.newline()
+				io.WriteString(c.out, "  ? approve it [y/N] ")
+				c.mu.Unlock()
+				continue
 			}
 			if !inputDone {
 				prompt()
@@ -371,10 +391,11 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 				inputErr = fmt.Errorf("read input: %w", err)
 			}
 		case line := <-in:
-			if asking != nil {
+			if question != "" && !busy {
 				yes := strings.EqualFold(strings.TrimSpace(line), "y") || strings.EqualFold(strings.TrimSpace(line), "yes")
-				asking.answer <- yes
-				asking = nil
+				id := question
+				question = ""
+				decide(id, yes)
 				continue
 			}
 			text := strings.TrimSpace(line)
@@ -405,17 +426,7 @@ func (c *Console) Run(ctx context.Context, d Submitter, opt Options) error {
 				c.mu.Unlock()
 				continue
 			}
-			if !busy {
-				busy = true
-				go func() {
-					err := d.WaitIdle(ctx, Key)
-					if err == nil {
-						// The turn's summary line comes before the prompt.
-						err = c.render.Wait(ctx)
-					}
-					idle <- err
-				}()
-			}
+			waitIdle()
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +13,8 @@ import (
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
-	"github.com/firstmate/firstmate/store/local"
+	"github.com/firstmate/firstmate/agent/govern"
+	"github.com/firstmate/firstmate/internal/testkit/dispatch"
 	"github.com/firstmate/firstmate/tools"
 )
 
@@ -88,18 +88,7 @@ func (m *model) Complete(ctx context.Context, req *agent.Request) (*agent.Respon
 }
 
 func newDispatcher(t *testing.T, m agent.Model, c *Console) *agent.Dispatcher {
-	dir := t.TempDir()
-	st, err := local.Open(filepath.Join(dir, "db"), agent.Retention{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := agent.NewDispatcher(agent.DispatcherConfig{Store: st, Loop: &agent.Loop{Model: m}, WorkspaceDir: dir,
-		Platforms: map[string]agent.Platform{Key.Platform: c}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { d.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; st.Close() })
-	return d
+	return dispatch.Start(t, dispatch.Config{Model: m, Platforms: map[string]agent.Platform{Key.Platform: c}})
 }
 
 func TestRunScriptedOneTurnPerLine(t *testing.T) {
@@ -179,7 +168,10 @@ func TestRunSubmitErrorIsShown(t *testing.T) {
 
 type failing struct{}
 
-func (failing) Submit(context.Context, agent.Inbound) error      { return errors.New("store down") }
+func (failing) Submit(context.Context, agent.Inbound) error { return errors.New("store down") }
+func (failing) Decide(context.Context, agent.Decision) (agent.Decided, error) {
+	return agent.Decided{}, errors.New("store down")
+}
 func (failing) Stop(agent.SessionKey) bool                       { return false }
 func (failing) WaitIdle(context.Context, agent.SessionKey) error { return nil }
 
@@ -245,26 +237,19 @@ func (askModel) Complete(_ context.Context, req *agent.Request) (*agent.Response
 	if last.Role == agent.RoleTool {
 		return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, Content: "tool said: " + last.Content}}, nil
 	}
+	if strings.HasPrefix(last.Content, "[Approval") {
+		return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, Content: "told: " + last.Content}}, nil
+	}
 	return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant,
 		ToolCalls: []agent.ToolCall{{ID: "c1", Name: "noop", Args: []byte(`{}`)}}}}, nil
 }
 
 func askDispatcher(t *testing.T, c *Console) *agent.Dispatcher {
-	dir := t.TempDir()
-	st, err := local.Open(filepath.Join(dir, "db"), agent.Retention{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	set := tools.NewSet([]tools.Tool{tools.New("noop", tools.PowerRead, "does nothing", func(context.Context, *tools.Workspace, struct{}) (tools.Result, error) {
 		return tools.Result{Text: "ran", Summary: "ran"}, nil
 	})})
-	d := agent.NewDispatcher(agent.DispatcherConfig{Store: st, Loop: &agent.Loop{Model: askModel{}}, WorkspaceDir: dir, Tools: set,
-		Policy: agent.PolicyDefaults{Default: agent.ToolAsk}, Platforms: map[string]agent.Platform{Key.Platform: c}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { d.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; st.Close() })
-	return d
+	return dispatch.Start(t, dispatch.Config{Model: askModel{}, Tools: set, Policy: govern.Defaults{Default: agent.ToolAsk},
+		Platforms: map[string]agent.Platform{Key.Platform: c}})
 }
 
 func TestApprovalAtTheTerminal(t *testing.T) {
@@ -273,8 +258,8 @@ func TestApprovalAtTheTerminal(t *testing.T) {
 	}{
 		{"y", "tool said: ran"},
 		{"YES", "tool said: ran"},
-		{"n", "denied by a person"},
-		{"", "denied by a person"},
+		{"n", "operator denied the noop call"},
+		{"", "operator denied the noop call"},
 	} {
 		t.Run(tc.answer, func(t *testing.T) {
 			var out syncBuffer
@@ -284,7 +269,9 @@ func TestApprovalAtTheTerminal(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- c.Run(t.Context(), d, Options{In: in, Interactive: true}) }()
 			io.WriteString(typeLine, "do it\n")
-			waitFor(t, func() bool { return strings.Contains(out.String(), "? allow noop {}? [y/N]") })
+			waitFor(t, func() bool {
+				return strings.Contains(out.String(), "needs approval to run noop") && strings.Contains(out.String(), "? approve it [y/N]")
+			})
 			io.WriteString(typeLine, tc.answer+"\n")
 			waitFor(t, func() bool { return strings.Contains(out.String(), tc.want) })
 			typeLine.Close()
@@ -302,7 +289,7 @@ func TestApprovalRefusedWithScriptedInput(t *testing.T) {
 	if err := c.Run(t.Context(), d, Options{In: strings.NewReader("do it\n")}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "tool said: error: noop was not approved: no one is at the terminal") {
+	if !strings.Contains(out.String(), "no one is at the terminal to approve it: denied") || !strings.Contains(out.String(), "operator denied the noop call") {
 		t.Fatalf("output %q", out.String())
 	}
 }
@@ -314,7 +301,7 @@ func TestCommandListIsTheRegistry(t *testing.T) {
 			t.Errorf("%q lacks /%s", list, c.Name)
 		}
 	}
-	if list != "/help, /status, /stop, /reset, /tools, /why, /usage, /schedule, /schedules, /unschedule, /timezone, /pair" {
+	if list != "/help, /status, /stop, /reset, /tools, /why, /usage, /jobs, /schedule, /schedules, /unschedule, /timezone, /pair" {
 		t.Errorf("command list %q", list)
 	}
 }

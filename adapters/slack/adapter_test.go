@@ -15,7 +15,7 @@ import (
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
-	"github.com/firstmate/firstmate/internal/fakeslack"
+	"github.com/firstmate/firstmate/internal/testkit/fakeslack"
 	"github.com/firstmate/firstmate/tools"
 )
 
@@ -92,7 +92,7 @@ func (s *submitter) policyCalls() []policyCall {
 }
 
 // policyView: read is as the default (allow); exec is ask by a channel
-// rule, shell deny by its own; mytool has no group.
+// rule, shell deny by its own; mytool is in web, which has no rule.
 func policyView(chat agent.SessionKey, version int64, editable bool) agent.PolicyView {
 	def := agent.Reason{Mode: agent.ToolAllow, Rule: agent.DefaultRule, Layer: "config"}
 	exec := agent.Reason{Mode: agent.ToolAsk, Rule: agent.GroupRule(agent.GroupExec), Layer: "channel"}
@@ -102,7 +102,7 @@ func policyView(chat agent.SessionKey, version int64, editable bool) agent.Polic
 			{Name: "shell", Reason: agent.Reason{Mode: agent.ToolDeny, Rule: "shell", Layer: "channel"}},
 			{Name: "start", Reason: exec},
 		}},
-		{Name: "other", Tools: []agent.ToolView{{Name: "mytool", Reason: def}}},
+		{Name: "web", Tools: []agent.ToolView{{Name: "mytool", Reason: def}}},
 	}}
 }
 

@@ -14,9 +14,10 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/firstmate/firstmate/adapters"
-	"github.com/firstmate/firstmate/adapters/internal/policytest"
 	"github.com/firstmate/firstmate/agent"
-	"github.com/firstmate/firstmate/internal/fakeslack"
+	"github.com/firstmate/firstmate/agent/govern"
+	"github.com/firstmate/firstmate/internal/testkit/fakeslack"
+	"github.com/firstmate/firstmate/internal/testkit/policytest"
 )
 
 const (
@@ -83,25 +84,9 @@ func TestApprovalButtonsRenderedAndRemovedByEdit(t *testing.T) {
 		t.Errorf("the question's text: %q, blocks %s", q.Text, q.Blocks)
 	}
 
-	// Decided: the question is edited to the outcome, without buttons.
-	err := th.Emit(t.Context(), agent.ApprovalDecided{ID: "ap1", CallID: "c1", Name: "shell", Approval: agent.Approval{
-		ID: "ap1", State: agent.ApprovalApproved, Requester: agent.User{ID: fakeslack.Bob, Name: "bob"}, DecidedBy: agent.User{ID: fakeslack.Alice, Name: "alice"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := srv.Message(fakeslack.General, q.TS)
-	if got.Edits != 1 || len(got.Buttons()) != 0 || got.Blocks != nil || !strings.Contains(got.Text, "Approved by alice") {
-		t.Fatalf("after the decision: %+v", got)
-	}
-	var edits []fakeslack.Call
-	for _, c := range srv.Calls("chat.update") {
-		if c.Params.Get("ts") == q.TS {
-			edits = append(edits, c)
-		}
-	}
-	if len(edits) != 1 || edits[0].Params.Get("blocks") != "[]" {
-		t.Errorf("the edit must remove the blocks: %+v", edits)
-	}
+	// The question ends the turn: what decides it is a click (see the
+	// transport tests), which replaces it.
+	_ = th
 }
 
 func TestFormatPutsButtonsOnLastPart(t *testing.T) {
@@ -429,7 +414,7 @@ func TestToolsModal(t *testing.T) {
 			for _, s := range v.Selects() {
 				initial[s.BlockID] = s.Initial
 			}
-			want := map[string]string{"g:read": "allow", "t:ls": "inherit", "t:read": "inherit", "g:exec": "ask", "t:shell": "deny", "t:start": "inherit", "t:mytool": "inherit"}
+			want := map[string]string{"g:read": "allow", "t:ls": "inherit", "t:read": "inherit", "g:exec": "ask", "t:shell": "deny", "t:start": "inherit", "g:web": "allow", "t:mytool": "inherit"}
 			if !mapsEqual(initial, want) {
 				t.Errorf("initial options %v, want %v", initial, want)
 			}
@@ -556,7 +541,7 @@ func TestPolicyScreensSkillsAndMCPServers(t *testing.T) {
 	if st.Version != 1 || st.Tools["skill:deploy"].Mode != agent.ToolAsk || st.Tools[long].Mode != agent.ToolDeny || st.Tools["group:mcp:notes"].Mode != agent.ToolDeny || len(st.Tools) != 3 {
 		t.Fatalf("stored %+v", st)
 	}
-	if a := e.Audit(t, key, agent.AuditPolicySet); len(a) != 1 || !strings.Contains(a[0].Detail, "skill:deploy=ask") {
+	if a := e.Audit(t, key, govern.AuditPolicySet); len(a) != 1 || !strings.Contains(a[0].Detail, "skill:deploy=ask") {
 		t.Errorf("audit %+v", a)
 	}
 	v = openView(fakeslack.Alice)
@@ -680,7 +665,7 @@ func TestSlashTextWithArguments(t *testing.T) {
 	runAdapter(t, a, d)
 	for _, c := range []struct{ text, want string }{
 		{"tools shell=ask web=deny", "tools shell=ask web=deny"},
-		{"why shell", "why shell"},
+		{"why shell", "/why shell"}, // a command typed after the slash command is one
 		{"why is it off", "/why is it off"},
 		{"  usage ", "usage"},
 	} {

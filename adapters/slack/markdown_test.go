@@ -5,7 +5,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/firstmate/firstmate/adapters/internal/mdtest"
+	"github.com/firstmate/firstmate/internal/testkit/mdtest"
 )
 
 func TestRenderMrkdwn(t *testing.T) {

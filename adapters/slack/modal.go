@@ -129,11 +129,9 @@ func fmtIntro(v agent.PolicyView) string {
 		"the default is *" + escapeMrkdwn(string(v.Default.Mode)) + "* (set in " + where + ")."
 }
 
-// isGroup reports whether g is a group rules can name: the built-in
-// groups and MCP servers, not the screen's "other" tools.
-func isGroup(g agent.GroupView) bool {
-	return len(g.Tools) > 0 && agent.GroupOf(g.Tools[0].Name) == g.Name
-}
+// isGroup reports whether g is a group rules can name: every tool has a
+// power, and every power is a group.
+func isGroup(g agent.GroupView) bool { return len(g.Tools) > 0 && g.Name != "" }
 
 func groupInput(v agent.PolicyView, g agent.GroupView) slack.Block {
 	mode, hint := v.Default.Mode, "Now "+string(v.Default.Mode)+", the default"
@@ -144,8 +142,8 @@ func groupInput(v agent.PolicyView, g agent.GroupView) slack.Block {
 	for _, t := range g.Tools {
 		if s, ok := agent.IsSkillRule(t.Name); ok {
 			names = append(names, s)
-		} else {
-			names = append(names, t.Name)
+		} else if g.Name != agent.GroupSkills {
+			names = append(names, t.Name) // the tool that loads skills is not one
 		}
 	}
 	label := g.Name + " (group)"

@@ -346,12 +346,12 @@ func (a *Adapter) submitEvent(ctx context.Context, d agent.Submitter, ev slackev
 // Unknown text gets usage at once.
 func (a *Adapter) submitCommand(ctx context.Context, d agent.Submitter, cmd slack.SlashCommand) (reply any, then func(context.Context), err error) {
 	text := strings.TrimSpace(cmd.Text)
-	c, args, ok := agent.ParseCommand(text)
+	c, args, ok := agent.ParseCommand(text, nil)
 	if !ok {
 		// Typed after the slash command, a command's name is a command
 		// whatever follows ("/firstmate why is it off" is why, which says
 		// what is wrong with its argument).
-		if c, args, ok = agent.ParseCommand("/" + text); ok {
+		if c, args, ok = agent.ParseCommand("/"+text, nil); ok {
 			text = "/" + text
 		}
 	}

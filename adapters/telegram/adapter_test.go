@@ -8,7 +8,7 @@ import (
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
-	"github.com/firstmate/firstmate/internal/faketelegram"
+	"github.com/firstmate/firstmate/internal/testkit/faketelegram"
 )
 
 func newAdapter(t *testing.T, srv *faketelegram.Server) *Adapter {

@@ -10,7 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/firstmate/firstmate/adapters/internal/mdtest"
+	"github.com/firstmate/firstmate/internal/testkit/mdtest"
 )
 
 // TestRenderHTMLGolden renders testdata/html/*.md and compares with the

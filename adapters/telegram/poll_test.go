@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
-	"github.com/firstmate/firstmate/internal/faketelegram"
+	"github.com/firstmate/firstmate/internal/testkit/faketelegram"
 )
 
 // testLease is the poll lease's timing in tests: the same shape as the

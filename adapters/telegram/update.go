@@ -220,7 +220,7 @@ func bareCommand(text string, ents []entity) bool {
 	if strings.Contains(name, "@") {
 		return false
 	}
-	_, _, ok := agent.ParseCommand(text)
+	_, _, ok := agent.ParseCommand(text, nil)
 	return ok
 }
 

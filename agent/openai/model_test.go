@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
-	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
 )
 
 // newModel returns a model for srv whose waits between attempts are

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
 )
 
 // TestErrorsHideURLCredentials: the base URL may hold a user and password

@@ -12,7 +12,7 @@ import (
 	goai "github.com/sashabaranov/go-openai"
 
 	"github.com/firstmate/firstmate/agent"
-	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
 )
 
 // The body sent on every attempt of a call is the body go-openai would

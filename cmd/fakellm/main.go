@@ -20,7 +20,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-// Command fakemcp serves firstmate's test MCP server (see internal/fakemcp)
+// Command fakemcp serves firstmate's test MCP server (see internal/testkit/fakemcp)
 // on stdin and stdout, or over streamable HTTP with --http:
 //
 //	go build -o /opt/mcp/fakemcp ./cmd/fakemcp
@@ -18,7 +18,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/firstmate/firstmate/internal/fakemcp"
+	"github.com/firstmate/firstmate/internal/testkit/fakemcp"
 )
 
 func main() {

@@ -16,7 +16,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
 	fmredis "github.com/firstmate/firstmate/store/redis"
 )
 

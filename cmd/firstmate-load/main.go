@@ -7,9 +7,9 @@
 //
 //	go run ./cmd/firstmate-load -platform slack -replicas 1 -sessions 1000 -messages 5000
 //
-// It starts a fake Slack (Socket Mode and the Web API, internal/fakeslack)
-// or a fake Telegram (long polling, internal/faketelegram) and a fake
-// OpenAI-compatible model (internal/fakellm) on loopback ports. The model
+// It starts a fake Slack (Socket Mode and the Web API, internal/testkit/fakeslack)
+// or a fake Telegram (long polling, internal/testkit/faketelegram) and a fake
+// OpenAI-compatible model (internal/testkit/fakellm) on loopback ports. The model
 // answers each turn with -tools tool calls (ls) and then a short Markdown
 // answer naming the messages it answers; every model reply takes
 // -model-latency. Then it starts -replicas `firstmate serve` processes

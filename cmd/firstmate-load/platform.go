@@ -19,8 +19,8 @@ import (
 	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/firstmate/firstmate/agent"
-	"github.com/firstmate/firstmate/internal/fakeslack"
-	"github.com/firstmate/firstmate/internal/faketelegram"
+	"github.com/firstmate/firstmate/internal/testkit/fakeslack"
+	"github.com/firstmate/firstmate/internal/testkit/faketelegram"
 )
 
 // platform is a fake chat platform as the load drives it.

@@ -17,7 +17,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstmate/firstmate/agent"
-	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
 )
 
 // readyTimeout bounds the start of replicas run here.

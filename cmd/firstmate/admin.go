@@ -19,6 +19,7 @@ import (
 
 	"github.com/firstmate/firstmate/adapters/console"
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 	"github.com/firstmate/firstmate/internal/config"
 	"github.com/firstmate/firstmate/store/local"
 	"github.com/firstmate/firstmate/tools"
@@ -29,7 +30,7 @@ import (
 // (a channel's tool policy, who may talk to the bot, pairing codes), lists
 // and stops a channel's background jobs, and reads the audit log, against
 // the store serve uses. Every change goes through the same functions as a
-// change made in chat (agent.ChangePolicy, agent.AllowAccess, …), so it is
+// change made in chat (govern.ChangePolicy, govern.AllowAccess, …), so it is
 // validated and audited the same way, by "cli:" and the name of the user
 // who ran it; a job is stopped through the board, as the stop tool stops
 // one on another replica, and audited here.
@@ -100,10 +101,10 @@ type adminCommand struct {
 // adminRun is what a command runs with.
 type adminRun struct {
 	cfg   *config.Config
-	st    agent.Store
+	st    store
 	out   io.Writer
-	by    string   // who is recorded for changes: "cli:NAME"
-	known []string // every tool name a policy may use
+	by    string     // who is recorded for changes: "cli:NAME"
+	known *tools.Set // every tool a policy may name, with its power
 	fs    *flag.FlagSet
 }
 
@@ -242,17 +243,15 @@ func (a *adminRun) check(path string, args []string) error {
 	return nil
 }
 
-// knownTools lists every tool firstmate can have with this configuration,
+// knownTools is every tool firstmate can have with this configuration,
 // whether or not this host could run it (the shell's sandbox is not
-// probed): the names a policy may use.
-func knownTools(cfg *config.Config) ([]string, error) {
+// probed): the tools a policy may name, each with its power.
+func knownTools(cfg *config.Config) (*tools.Set, error) {
 	base, opts, err := otherTools(cfg, jobPlace{})
 	if err != nil {
 		return nil, err
 	}
-	names := append(tools.NewSet(base, opts...).Known(), shell.Names...)
-	slices.Sort(names)
-	return slices.Compact(names), nil
+	return tools.NewSet(base, append(opts, shell.Unavailable("the command line does not run commands")...)...), nil
 }
 
 // whoRuns names the person at the terminal, for the audit log.
@@ -344,9 +343,9 @@ func (a *adminRun) parseRules(args []string) (map[string]agent.ToolMode, error) 
 		if !ok || strings.TrimSpace(name) == "" || strings.TrimSpace(modeText) == "" {
 			return nil, usagef("policy set: %q is not RULE=MODE (exec=ask, shell=deny, default=ask, web=default)", arg)
 		}
-		rule, err := agent.ParseRuleName(name, a.known)
+		rule, err := govern.ParseRuleName(name, a.known)
 		if err != nil {
-			return nil, fmt.Errorf("%v. Tools: %s", err, strings.Join(a.known, ", "))
+			return nil, fmt.Errorf("%v. Tools: %s", err, strings.Join(a.known.Known(), ", "))
 		}
 		var mode agent.ToolMode
 		if m := strings.ToLower(strings.TrimSpace(modeText)); m != agent.DefaultRule {
@@ -369,9 +368,9 @@ func (a *adminRun) checkPlatform(p string) error {
 	return nil
 }
 
-func parseKind(s string) (agent.GrantKind, error) {
-	switch k := agent.GrantKind(strings.ToLower(s)); k {
-	case agent.GrantUser, agent.GrantChat:
+func parseKind(s string) (govern.GrantKind, error) {
+	switch k := govern.GrantKind(strings.ToLower(s)); k {
+	case govern.GrantUser, govern.GrantChat:
 		return k, nil
 	}
 	return "", usagef("%q: want user or chat", s)
@@ -383,13 +382,13 @@ func (a *adminRun) policyShow(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	p := agent.NewPolicy(ch, a.cfg.PolicyDefaults(), s)
+	p := govern.NewPolicy(ch, a.cfg.PolicyDefaults(), s, a.known)
 	fmt.Fprintf(a.out, "Tool policy of %s (stored version %d)\n\n", channelName(ch), p.Version)
 	tw := tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  default\t%s\t%s\n", p.Why("\x00").Mode, source(p.Why("\x00")))
 	byGroup := map[string][]string{}
-	for _, t := range a.known {
-		g := agent.GroupOf(t)
+	for _, t := range a.known.Known() {
+		g := govern.GroupOf(a.known, t)
 		if g == "" {
 			g = "other"
 		}
@@ -428,7 +427,7 @@ func (a *adminRun) policyShow(ctx context.Context, args []string) error {
 			fmt.Fprintf(a.out, "  %s=%s  by %s at %s\n", name, r.Mode, clean(r.By), stamp(r.At))
 		}
 	}
-	for _, leak := range p.Leaks(a.known) {
+	for _, leak := range p.Leaks() {
 		fmt.Fprintln(a.out, "Warning:", leak)
 	}
 	return nil
@@ -454,12 +453,12 @@ func (a *adminRun) policyReset(ctx context.Context, args []string) error {
 }
 
 func (a *adminRun) changePolicy(ctx context.Context, ch agent.SessionKey, change agent.PolicyChange) error {
-	s, err := agent.ChangePolicy(ctx, a.st, ch, a.by, change, a.known)
+	s, err := govern.ChangePolicy(ctx, a.st, ch, a.by, change, a.known)
 	if err != nil {
 		return fmt.Errorf("policy of %s: %w", channelName(ch), err)
 	}
 	fmt.Fprintf(a.out, "Policy of %s changed by %s (version %d): %s\n", channelName(ch), a.by, s.Version, change)
-	for _, leak := range agent.NewPolicy(ch, a.cfg.PolicyDefaults(), s).Leaks(a.known) {
+	for _, leak := range govern.NewPolicy(ch, a.cfg.PolicyDefaults(), s, a.known).Leaks() {
 		fmt.Fprintln(a.out, "Warning:", leak)
 	}
 	fmt.Fprintf(a.out, "It applies from the next turn. See it all: firstmate admin policy show %s\n", channelName(ch))
@@ -467,9 +466,9 @@ func (a *adminRun) changePolicy(ctx context.Context, ch agent.SessionKey, change
 }
 
 // configLists names the config's allowlists, by platform and kind.
-var configLists = map[string]map[agent.GrantKind]string{
-	"slack":    {agent.GrantUser: "slack.allowed_users", agent.GrantChat: "slack.allowed_channels"},
-	"telegram": {agent.GrantUser: "telegram.allowed_users", agent.GrantChat: "telegram.allowed_chats"},
+var configLists = map[string]map[govern.GrantKind]string{
+	"slack":    {govern.GrantUser: "slack.allowed_users", govern.GrantChat: "slack.allowed_channels"},
+	"telegram": {govern.GrantUser: "telegram.allowed_users", govern.GrantChat: "telegram.allowed_chats"},
 }
 
 func (a *adminRun) accessList(ctx context.Context, args []string) error {
@@ -503,9 +502,9 @@ func (a *adminRun) accessList(ctx context.Context, args []string) error {
 		}
 		tw := tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
 		n := 0
-		for _, kind := range []agent.GrantKind{agent.GrantUser, agent.GrantChat} {
+		for _, kind := range []govern.GrantKind{govern.GrantUser, govern.GrantChat} {
 			ids := acc.Users
-			if kind == agent.GrantChat {
+			if kind == govern.GrantChat {
 				ids = acc.Chats
 			}
 			for _, id := range ids {
@@ -531,12 +530,12 @@ func (a *adminRun) accessAllow(ctx context.Context, args []string) error {
 	platform, id := args[0], args[2]
 	kind, _ := parseKind(args[1])
 	name := a.fs.Lookup("name").Value.String()
-	g := agent.Grant{Platform: platform, Kind: kind, ID: id, Name: name, By: a.by}
-	if err := agent.AllowAccess(ctx, a.st, g); err != nil {
+	g := govern.Grant{Platform: platform, Kind: kind, ID: id, Name: name, By: a.by}
+	if err := govern.AllowAccess(ctx, a.st, g); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.out, "Allowed: %s %s %s%s may talk to the bot.\n", platform, kind, id, nameIn(name))
-	if a.cfg.Access()[platform].Mode == agent.AccessOpen {
+	if a.cfg.Access()[platform].Mode == govern.AccessOpen {
 		fmt.Fprintf(a.out, "Note: %s access is open, so this matters for people from outside the workspace, or if the access mode changes.\n", platform)
 	}
 	return nil
@@ -547,7 +546,7 @@ func (a *adminRun) accessRevoke(ctx context.Context, args []string) error {
 	kind, _ := parseKind(args[1])
 	acc := a.cfg.Access()[platform]
 	inConfig := slices.Contains(acc.Users, id)
-	if kind == agent.GrantChat {
+	if kind == govern.GrantChat {
 		inConfig = slices.Contains(acc.Chats, id)
 	}
 	list := configLists[platform][kind]
@@ -561,7 +560,7 @@ func (a *adminRun) accessRevoke(ctx context.Context, args []string) error {
 			return fmt.Errorf("%s %s %s is allowed by the config (%s), not by a grant, so it cannot be revoked here: remove it from the config and restart firstmate", platform, kind, id, list)
 		}
 	}
-	had, err := agent.RevokeAccess(ctx, a.st, platform, kind, id, a.by)
+	had, err := govern.RevokeAccess(ctx, a.st, platform, kind, id, a.by)
 	if err != nil {
 		return err
 	}
@@ -601,7 +600,7 @@ func (a *adminRun) pairList(ctx context.Context, _ []string) error {
 
 func (a *adminRun) pairApprove(ctx context.Context, args []string) error {
 	code := agent.NormalizeCode(args[0])
-	p, err := agent.ApprovePairing(ctx, a.st, code, a.by)
+	p, err := govern.ApprovePairing(ctx, a.st, code, a.by)
 	if errors.Is(err, agent.ErrNotFound) {
 		return fmt.Errorf("pairing code %s is unknown or expired (codes last %s; the person gets a new one when they write to the bot again)",
 			clean(code), shortDuration(a.cfg.Pairing.CodeTTL))
@@ -614,8 +613,8 @@ func (a *adminRun) pairApprove(ctx context.Context, args []string) error {
 }
 
 // auditQuery reads audit's flags.
-func (a *adminRun) auditQuery() (agent.AuditQuery, error) {
-	var q agent.AuditQuery
+func (a *adminRun) auditQuery() (govern.AuditQuery, error) {
+	var q govern.AuditQuery
 	if c := a.fs.Lookup("channel").Value.String(); c != "" {
 		ch, err := parseChannel(c)
 		if err != nil {
@@ -843,7 +842,7 @@ func (a *adminRun) jobsStop(ctx context.Context, args []string) error {
 	if err := b.AskStop(ctx, sp, id, a.by); err != nil {
 		return fmt.Errorf("ask %s to stop job %d: %w", clean(j.Owner), id, err)
 	}
-	e := agent.AuditEntry{Time: time.Now().UTC(), Action: auditJobStop, Platform: ch.Platform, Channel: ch.String(), User: a.by,
+	e := govern.AuditEntry{Time: time.Now().UTC(), Action: auditJobStop, Platform: ch.Platform, Channel: ch.String(), User: a.by,
 		Outcome: "asked", Detail: fmt.Sprintf("job %d (%s) on %s", id, cut(j.Command, 80), j.Owner)}
 	if err := a.st.Audit(context.WithoutCancel(ctx), e); err != nil {
 		// The request is made: say so, and that the log lacks it.

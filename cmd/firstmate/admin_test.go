@@ -14,6 +14,7 @@ import (
 
 	"github.com/firstmate/firstmate/adapters/console"
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 	"github.com/firstmate/firstmate/tools"
 )
 
@@ -81,7 +82,7 @@ func failAdmin(t *testing.T, code int, want []string, args ...string) {
 
 // withStore opens the store admin uses, the way admin does, for fn. It is
 // closed again at once: the embedded store admits one opener at a time.
-func withStore(t *testing.T, fn func(st agent.Store)) {
+func withStore(t *testing.T, fn func(st store)) {
 	t.Helper()
 	cfg, err := loadConfig("")
 	if err != nil {
@@ -98,7 +99,7 @@ func withStore(t *testing.T, fn func(st agent.Store)) {
 func settingsOf(t *testing.T, ch agent.SessionKey) agent.ChannelSettings {
 	t.Helper()
 	var s agent.ChannelSettings
-	withStore(t, func(st agent.Store) {
+	withStore(t, func(st store) {
 		var err error
 		if s, err = st.Settings(t.Context(), ch); err != nil {
 			t.Fatal(err)
@@ -218,8 +219,8 @@ func TestAdminPolicyRejectsInvalid(t *testing.T) {
 	if s := settingsOf(t, adminChan); s.Version != 0 {
 		t.Fatalf("settings after invalid commands: %+v", s)
 	}
-	withStore(t, func(st agent.Store) {
-		if log, err := st.AuditLog(t.Context(), agent.AuditQuery{}); err != nil || len(log) != 0 {
+	withStore(t, func(st store) {
+		if log, err := st.AuditLog(t.Context(), govern.AuditQuery{}); err != nil || len(log) != 0 {
 			t.Fatalf("audit log after invalid commands: %+v, %v", log, err)
 		}
 	})
@@ -285,10 +286,10 @@ func writeConfig(t *testing.T, text string) string {
 	return path
 }
 
-func allowedIn(t *testing.T, platform string, kind agent.GrantKind, id string) bool {
+func allowedIn(t *testing.T, platform string, kind govern.GrantKind, id string) bool {
 	t.Helper()
 	var ok bool
-	withStore(t, func(st agent.Store) {
+	withStore(t, func(st store) {
 		var err error
 		if ok, err = st.Allowed(t.Context(), platform, kind, id); err != nil {
 			t.Fatal(err)
@@ -309,7 +310,7 @@ func TestAdminAccess(t *testing.T) {
 		// argument.
 		contains(t, "access allow", mustAdmin(t, "access", "allow", "telegram", "user", "42", "--name", "Ann B", "--config", cfg), "Allowed: telegram user 42 (Ann B)")
 		mustAdmin(t, "access", "allow", "--config", cfg, "telegram", "chat", "-1001234567890")
-		if !allowedIn(t, "telegram", agent.GrantUser, "42") || !allowedIn(t, "telegram", agent.GrantChat, "-1001234567890") {
+		if !allowedIn(t, "telegram", govern.GrantUser, "42") || !allowedIn(t, "telegram", govern.GrantChat, "-1001234567890") {
 			t.Fatal("grants not stored")
 		}
 		out = mustAdmin(t, "access", "list", "telegram", "--config", cfg)
@@ -320,7 +321,7 @@ func TestAdminAccess(t *testing.T) {
 		contains(t, "access list telegram", lineWith(t, out, "chat  -1001234567890"), "granted by cli:alice")
 
 		contains(t, "access revoke", mustAdmin(t, "access", "revoke", "telegram", "user", "42", "--config", cfg), "Revoked: telegram user 42")
-		if allowedIn(t, "telegram", agent.GrantUser, "42") {
+		if allowedIn(t, "telegram", govern.GrantUser, "42") {
 			t.Fatal("grant still stored after revoke")
 		}
 		failAdmin(t, 1, []string{"telegram user 42 has no grant to revoke"}, "access", "revoke", "telegram", "user", "42", "--config", cfg)
@@ -344,12 +345,12 @@ func TestAdminPair(t *testing.T) {
 		cfg := writeConfig(t, adminConfig)
 		contains(t, "pair list", mustAdmin(t, "pair", "list", "--config", cfg), "No pairing requests are waiting")
 		now := time.Now().UTC()
-		p := agent.Pairing{Code: agent.NewCode(), Platform: "telegram", Kind: agent.GrantUser, ID: "77", Name: "Zed\x1b[31m",
+		p := govern.Pairing{Code: govern.NewCode(), Platform: "telegram", Kind: govern.GrantUser, ID: "77", Name: "Zed\x1b[31m",
 			Chat: agent.SessionKey{Platform: "telegram", Chat: "77"}, Created: now, Expires: now.Add(50*time.Minute + 30*time.Second)}
-		short := agent.Pairing{Code: agent.NewCode(), Platform: "telegram", Kind: agent.GrantChat, ID: "-100555", Name: "crew",
+		short := govern.Pairing{Code: govern.NewCode(), Platform: "telegram", Kind: govern.GrantChat, ID: "-100555", Name: "crew",
 			Chat: agent.SessionKey{Platform: "telegram", Chat: "-100555"}, Created: now, Expires: now.Add(time.Second)}
-		withStore(t, func(st agent.Store) {
-			for _, p := range []agent.Pairing{p, short} {
+		withStore(t, func(st store) {
+			for _, p := range []govern.Pairing{p, short} {
 				if _, created, err := st.Pair(t.Context(), p); err != nil || !created {
 					t.Fatalf("Pair: %v, created %v", err, created)
 				}
@@ -363,10 +364,10 @@ func TestAdminPair(t *testing.T) {
 		// Typed the way people type codes: lower case, no dash.
 		typed := strings.ToLower(strings.ReplaceAll(p.Code, "-", ""))
 		contains(t, "pair approve", mustAdmin(t, "pair", "approve", typed, "--config", cfg), "Approved: telegram user 77")
-		if !allowedIn(t, "telegram", agent.GrantUser, "77") {
+		if !allowedIn(t, "telegram", govern.GrantUser, "77") {
 			t.Fatal("approved pairing granted nothing")
 		}
-		withStore(t, func(st agent.Store) {
+		withStore(t, func(st store) {
 			gs, err := st.Grants(t.Context(), "telegram")
 			if err != nil || len(gs) != 1 || gs[0].By != "cli:alice" || gs[0].Name != p.Name {
 				t.Fatalf("grants after approval: %+v, %v", gs, err)
@@ -376,7 +377,7 @@ func TestAdminPair(t *testing.T) {
 
 		time.Sleep(time.Until(short.Expires) + 200*time.Millisecond)
 		failAdmin(t, 1, []string{"unknown or expired"}, "pair", "approve", short.Code, "--config", cfg)
-		if allowedIn(t, "telegram", agent.GrantChat, "-100555") {
+		if allowedIn(t, "telegram", govern.GrantChat, "-100555") {
 			t.Fatal("an expired code granted access")
 		}
 		contains(t, "pair list", mustAdmin(t, "pair", "list", "--config", cfg), "No pairing requests are waiting")
@@ -411,21 +412,21 @@ func TestAdminAudit(t *testing.T) {
 		}
 
 		out = mustAdmin(t, "audit", "--json")
-		var entries []agent.AuditEntry
+		var entries []govern.AuditEntry
 		for l := range strings.Lines(out) {
-			var e agent.AuditEntry
+			var e govern.AuditEntry
 			if err := json.Unmarshal([]byte(l), &e); err != nil {
 				t.Fatalf("audit --json line %q: %v", l, err)
 			}
 			entries = append(entries, e)
 		}
 		if len(entries) != 3 || entries[0].Channel != adminChan.String() || entries[1].Channel != "telegram::-100123:" ||
-			entries[2].Action != agent.AuditAccessAllow || entries[2].User != "cli:alice" || entries[0].ID == "" || entries[0].Time.Before(start.Add(-time.Second)) {
+			entries[2].Action != govern.AuditAccessAllow || entries[2].User != "cli:alice" || entries[0].ID == "" || entries[0].Time.Before(start.Add(-time.Second)) {
 			t.Fatalf("audit --json = %+v", entries)
 		}
 
 		out = mustAdmin(t, "audit", "--json", "--limit", "1")
-		if strings.Count(out, "\n") != 1 || !strings.Contains(out, agent.AuditAccessAllow) {
+		if strings.Count(out, "\n") != 1 || !strings.Contains(out, govern.AuditAccessAllow) {
 			t.Fatalf("audit --json --limit 1:\n%s", out)
 		}
 		if out := mustAdmin(t, "audit", "--since", "1h"); strings.Count(out, "\n") != 4 {
@@ -449,7 +450,7 @@ func jobsOn(t *testing.T, ch agent.SessionKey, fn func(b tools.JobBoard, space s
 		t.Fatal(err)
 	}
 	defer ws.Close()
-	withStore(t, func(st agent.Store) {
+	withStore(t, func(st store) {
 		b, ok := st.(tools.JobBoard)
 		if !ok {
 			t.Fatalf("%T keeps no job board", st)

@@ -2,18 +2,25 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 	_ "time/tzdata" // schedules.time_zone names a zone on hosts (and images) without a zone database
 
 	"github.com/firstmate/firstmate/adapters/console"
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 	"github.com/firstmate/firstmate/agent/openai"
+	"github.com/firstmate/firstmate/agent/schedules"
 	"github.com/firstmate/firstmate/internal/config"
 	"github.com/firstmate/firstmate/store/local"
 	"github.com/firstmate/firstmate/store/redis"
@@ -47,9 +54,29 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// store is every role firstmate's store plays: the dispatcher's sessions,
+// the gate's governance, schedules, the background jobs' board, the
+// Telegram poller's lease and the replicas' boots. Each consumer is given
+// it as the small interface it declares.
+type store interface {
+	agent.Sessions
+	govern.Store
+	schedules.Store
+	tools.JobBoard
+	Boot(ctx context.Context, replica string) (int64, error)
+	TryLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+	DropLease(ctx context.Context, name, owner string) error
+	Close() error
+}
+
+var (
+	_ store = (*redis.Store)(nil)
+	_ store = (*local.Store)(nil)
+)
+
 // openStore opens Redis when a URL is configured, else the embedded store
 // in the data dir.
-func openStore(ctx context.Context, cfg *config.Config) (agent.Store, string, error) {
+func openStore(ctx context.Context, cfg *config.Config) (store, string, error) {
 	if url := cfg.Store.RedisURL.Reveal(); url != "" {
 		st, err := redis.Open(ctx, url, redis.Options{Prefix: cfg.Store.RedisPrefix, Retention: cfg.Retention()})
 		if err != nil {
@@ -98,7 +125,7 @@ func workspaceDir(cfg *config.Config) string { return filepath.Join(cfg.Store.Da
 type app struct {
 	cfg   *config.Config
 	log   *slog.Logger
-	store agent.Store
+	store store
 	model *openai.Model
 	tools *toolbox
 	loop  *agent.Loop
@@ -107,7 +134,9 @@ type app struct {
 	observer agent.Observer
 	// sched keeps schedules; the dispatcher posts them (nil: scheduling
 	// is off).
-	sched *agent.Scheduler
+	sched *schedules.Scheduler
+	// guard is the shell's job guard, the gate once there is one.
+	guard *jobGuard
 	// owner is this process's lease owner among replicas (serve only:
 	// agent.Owner of replicaName and a boot); empty for chat, whose owner
 	// is random.
@@ -163,8 +192,8 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, replica s
 		owner = agent.Owner(replica, boot)
 		log.Info("replica", "owner", owner)
 	}
-	jobs := jobPlace{owner: owner}
-	jobs.board, _ = st.(tools.JobBoard)
+	guard := &jobGuard{}
+	jobs := jobPlace{owner: owner, board: st, guard: guard}
 	jobs.sched = newScheduler(cfg, st, jobs.board)
 	// The sandbox probe goes on in the background; see toolbox.
 	box, err := startToolbox(ctx, cfg, os.LookupEnv, log, jobs)
@@ -172,7 +201,7 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, replica s
 		st.Close()
 		return nil, err
 	}
-	if err := cfg.ValidateTools(box.set.Known()); err != nil {
+	if err := cfg.ValidateTools(box.set); err != nil {
 		box.close()
 		st.Close()
 		return nil, fmt.Errorf("configuration:\n%w", err)
@@ -180,7 +209,7 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, replica s
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
-	for _, w := range cfg.PolicyWarnings(box.set.Known()) {
+	for _, w := range cfg.PolicyWarnings(box.set) {
 		log.Warn(w)
 	}
 	prompt := cfg.Agent.SystemPrompt
@@ -191,44 +220,108 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, replica s
 	if box.skills != nil {
 		loop.Skills = box.skills // appended to the prompt above, which stays a stable prefix
 	}
-	return &app{cfg: cfg, log: log, store: st, model: model, tools: box, loop: loop, owner: owner, sched: jobs.sched}, nil
+	loop.ModelName = cfg.LLM.Model
+	return &app{cfg: cfg, log: log, store: st, model: model, tools: box, loop: loop, owner: owner, sched: jobs.sched, guard: guard}, nil
 }
 
 // newScheduler keeps schedules in st, bounded by the configuration; nil if
-// scheduling is off or st cannot keep them.
-func newScheduler(cfg *config.Config, st agent.Store, board tools.JobBoard) *agent.Scheduler {
-	ss, ok := st.(agent.ScheduleStore)
-	if !ok || cfg.Schedules.PerChannel <= 0 {
+// scheduling is off.
+func newScheduler(cfg *config.Config, st schedules.Store, board tools.JobBoard) *schedules.Scheduler {
+	if cfg.Schedules.PerChannel <= 0 {
 		return nil
 	}
 	s := cfg.Schedules
-	return agent.NewScheduler(ss, agent.ScheduleConfig{PerChannel: s.PerChannel, MinInterval: s.MinInterval,
+	return schedules.New(st, schedules.Config{PerChannel: s.PerChannel, MinInterval: s.MinInterval,
 		Location: s.Location(), MaxWait: s.MaxWait, Jobs: board})
 }
 
+// admins is who the bot's admins are on each platform: the configured
+// IDs, and the terminal's operator, who runs the bot.
+func (a *app) admins(platform string, u agent.User) bool {
+	return platform == console.Key.Platform || a.cfg.IsAdmin(platform, u.ID)
+}
+
+// dispatcher builds the gate and the dispatcher over platforms, and binds
+// what was made before them: the scheduler posts through the dispatcher
+// and asks the gate, and the shell's jobs ask the gate at every beat.
+// Run it with a.run.
 func (a *app) dispatcher(platforms map[string]agent.Platform) *agent.Dispatcher {
-	return agent.NewDispatcher(agent.DispatcherConfig{
-		Store:  a.store,
-		Loop:   a.loop,
-		Tools:  a.tools.set,
-		Policy: a.cfg.PolicyDefaults(),
-		Access: a.cfg.Access(),
-		// The terminal's operator runs the bot: an admin there.
-		Admins: func(platform, id string) bool {
-			return platform == console.Key.Platform || a.cfg.IsAdmin(platform, id)
-		},
+	var d *agent.Dispatcher
+	ws := tools.Workspaces{Dir: workspaceDir(a.cfg), Opts: a.tools.wsOpts}
+	gcfg := govern.Config{
+		Store:           a.store,
+		Tools:           a.tools.set,
+		Policy:          a.cfg.PolicyDefaults(),
+		Access:          a.cfg.Access(),
+		Admins:          a.admins,
 		Budgets:         a.cfg.Budgets(),
 		ApprovalTimeout: a.cfg.Approvals.Timeout,
 		PairingTTL:      a.cfg.Pairing.CodeTTL,
-		Owner:           a.owner,
-		WorkspaceDir:    workspaceDir(a.cfg),
-		Workspace:       a.tools.wsOpts,
 		Platforms:       platforms,
-		Workers:         a.cfg.Agent.Workers,
-		ContextTokens:   a.loop.Limits.ContextTokens, // the loop's budget; -1 (none) is none here too
-		ModelName:       a.cfg.LLM.Model,
-		Logger:          a.log,
+		Workspaces:      ws,
+		Jobs:            a.store,
+		Tell:            func(ctx context.Context, key agent.SessionKey, text string) { d.Tell(ctx, key, text) },
 		Observer:        a.observer,
-		Scheduler:       a.sched,
-	})
+		Logger:          a.log,
+	}
+	if a.tools.skills != nil {
+		gcfg.Skills = a.tools.skills
+	}
+	gate := govern.New(gcfg)
+	dcfg := agent.DispatcherConfig{
+		Store:      a.store,
+		Gate:       gate,
+		Loop:       a.loop,
+		Tools:      a.tools.set,
+		Platforms:  platforms,
+		Workspaces: ws,
+		Workers:    a.cfg.Agent.Workers,
+		Owner:      a.owner,
+		Limits:     agent.InputLimits{ContextTokens: a.loop.Limits.ContextTokens}, // the loop's budget; -1 (none) is none here too
+		Logger:     a.log,
+		Observer:   a.observer,
+	}
+	if a.sched != nil {
+		dcfg.Later = a.sched
+	}
+	d = agent.NewDispatcher(dcfg)
+	if a.sched != nil {
+		a.sched.Bind(gate, d)
+	}
+	a.guard.set(gate)
+	return d
+}
+
+// run runs the dispatcher and the scheduler until ctx ends, then waits for
+// both.
+func (a *app) run(ctx context.Context, d *agent.Dispatcher) {
+	var wg sync.WaitGroup
+	if a.sched != nil {
+		owner := a.owner
+		if owner == "" {
+			owner = "chat-" + strconv.Itoa(os.Getpid())
+		}
+		wg.Go(func() { a.sched.Run(ctx, owner, a.log) })
+	}
+	d.Run(ctx)
+	wg.Wait()
+}
+
+// jobGuard is the shell's tools.JobGuard: the gate, once it is made (the
+// shell is made first, and starts no job before a turn runs).
+type jobGuard struct{ g atomic.Pointer[govern.Gate] }
+
+func (j *jobGuard) set(g *govern.Gate) { j.g.Store(g) }
+
+func (j *jobGuard) MayRun(ctx context.Context, job tools.Job) error {
+	if g := j.g.Load(); g != nil {
+		return g.MayRun(ctx, job)
+	}
+	return errors.New("the gate is not ready yet")
+}
+
+func (j *jobGuard) Stopped(ctx context.Context, job tools.Job, why string) {
+	if g := j.g.Load(); g != nil {
+		g.Stopped(ctx, job, why)
+	}
 }

@@ -22,8 +22,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/firstmate/firstmate/internal/fakellm"
-	"github.com/firstmate/firstmate/internal/fakeslack"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakeslack"
 )
 
 // The shape of the chaos run.

@@ -75,7 +75,7 @@ func cmdChat(ctx context.Context, c *cli, args []string, stdin io.Reader) error 
 	}()
 	d := a.dispatcher(map[string]agent.Platform{console.Key.Platform: con})
 	var wg sync.WaitGroup
-	wg.Go(func() { d.Run(ctx) })
+	wg.Go(func() { a.run(ctx, d) })
 	// The chat starts without waiting for the sandbox probe; with sandbox:
 	// namespaces its failure ends the chat.
 	wg.Go(func() {
@@ -94,7 +94,10 @@ func cmdChat(ctx context.Context, c *cli, args []string, stdin io.Reader) error 
 	interrupts := make(chan os.Signal, 1)
 	signal.Notify(interrupts, os.Interrupt)
 	defer signal.Stop(interrupts)
-	err = con.Run(ctx, d, console.Options{In: stdin, Interactive: interactive, Interrupts: interrupts, Echo: !interactive})
+	// The person at the terminal runs the bot: an admin here. Unnamed,
+	// so that their messages are not attributed as a channel's are.
+	operator := agent.User{ID: "operator"}
+	err = con.Run(ctx, d, console.Options{In: stdin, Interactive: interactive, Interrupts: interrupts, Echo: !interactive, User: operator})
 	// A chat shorter than the probe still fails with it.
 	if perr := a.tools.wait(ctx); perr != nil {
 		return perr

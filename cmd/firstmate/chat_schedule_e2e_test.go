@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
 )
 
 // lockedBuffer is a bytes.Buffer a test reads while a process writes it.

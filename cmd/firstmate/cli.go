@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/internal/config"
 	"github.com/firstmate/firstmate/internal/redact"
 )
@@ -188,7 +187,7 @@ func (c *cli) fatal(err error) {
 
 // logStart logs the start-up line: what runs, with which model, on which
 // store, for which platforms.
-func logStart(log *slog.Logger, c *cli, cfg *config.Config, st agent.Store, platforms []string) {
+func logStart(log *slog.Logger, c *cli, cfg *config.Config, st store, platforms []string) {
 	file := cfg.File()
 	if file == "" {
 		file = "none (defaults and environment)"
@@ -200,7 +199,7 @@ func logStart(log *slog.Logger, c *cli, cfg *config.Config, st agent.Store, plat
 
 // describeStore names the store: Redis as store/redis describes it (never
 // with a password), or the embedded store's file.
-func describeStore(cfg *config.Config, st agent.Store) string {
+func describeStore(cfg *config.Config, st store) string {
 	if d, ok := st.(interface{ Describe() string }); ok {
 		return d.Describe()
 	}

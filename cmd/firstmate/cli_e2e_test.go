@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
-	"github.com/firstmate/firstmate/internal/fakellm"
-	"github.com/firstmate/firstmate/internal/faketelegram"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/faketelegram"
 	"github.com/firstmate/firstmate/store/local"
 )
 

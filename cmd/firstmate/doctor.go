@@ -169,14 +169,14 @@ func (d *doctor) tools(ctx context.Context) {
 	if d.skipFaulty("tools", "tools") {
 		return
 	}
-	if err := cfg.ValidateTools(box.set.Known()); err != nil {
+	if err := cfg.ValidateTools(box.set); err != nil {
 		for _, p := range unjoin(err) {
 			d.fail("tools", p.Error())
 		}
 		return
 	}
 	d.ok("tools", strings.Join(box.set.Names(), ", "))
-	for _, w := range cfg.PolicyWarnings(box.set.Known()) {
+	for _, w := range cfg.PolicyWarnings(box.set) {
 		d.warn("policy", w)
 	}
 	access := cfg.Access()

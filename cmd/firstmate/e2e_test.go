@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
-	"github.com/firstmate/firstmate/tools/sandbox"
 	"net"
 	"os"
 	"os/exec"
@@ -19,9 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/firstmate/firstmate/tools/sandbox"
+
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
 	"github.com/firstmate/firstmate/store/redis/redisurl"
 )
 

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/firstmate/firstmate/internal/fakellm"
-	"github.com/firstmate/firstmate/internal/fakeslack"
-	"github.com/firstmate/firstmate/internal/faketelegram"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakeslack"
+	"github.com/firstmate/firstmate/internal/testkit/faketelegram"
 )
 
 // handsModel calls an MCP server's tool or loads a skill when asked to,

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/schedules"
 	"github.com/firstmate/firstmate/internal/config"
 	"github.com/firstmate/firstmate/tools"
 	"github.com/firstmate/firstmate/tools/files"
@@ -294,7 +294,8 @@ func sandboxConfig(cfg *config.Config) sandbox.Config {
 type jobPlace struct {
 	board tools.JobBoard
 	owner string
-	sched *agent.Scheduler
+	sched *schedules.Scheduler
+	guard tools.JobGuard // asked at a job's start and every beat; nil: none
 }
 
 // scheduleTools adds the schedule tools over jobs.sched to all; without a
@@ -326,6 +327,7 @@ func shellConfig(cfg *config.Config, sb *sandbox.Sandbox, jobs jobPlace) shell.C
 	return shell.Config{
 		Board:      jobs.board,
 		Owner:      jobs.owner,
+		Guard:      jobs.guard,
 		Sandbox:    sb,
 		MaxTimeout: cfg.Shell.MaxTimeout,
 		Quota:      int64(cfg.Shell.QuotaMB) << 20,

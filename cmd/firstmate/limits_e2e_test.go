@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/adapters/console"
-	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
 	"github.com/firstmate/firstmate/tools"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/firstmate/firstmate/internal/fakellm"
-	"github.com/firstmate/firstmate/internal/fakemcp"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakemcp"
 )
 
 // buildFakeMCP builds cmd/fakemcp into a directory of the test's that the

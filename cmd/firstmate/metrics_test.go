@@ -21,8 +21,9 @@ import (
 	"github.com/firstmate/firstmate/adapters/slack"
 	"github.com/firstmate/firstmate/adapters/telegram"
 	"github.com/firstmate/firstmate/agent"
-	"github.com/firstmate/firstmate/internal/fakeslack"
-	"github.com/firstmate/firstmate/internal/faketelegram"
+	"github.com/firstmate/firstmate/agent/govern"
+	"github.com/firstmate/firstmate/internal/testkit/fakeslack"
+	"github.com/firstmate/firstmate/internal/testkit/faketelegram"
 )
 
 const tgToken = "7000000001:AAFakeSecret_tokenPart-xyz"
@@ -217,7 +218,7 @@ func TestModelErrorReason(t *testing.T) {
 		{context.Canceled, "canceled"},
 		{&agent.ModelError{Attempts: 1, Err: fmt.Errorf("passed the limit: %w", agent.ErrModelTooLarge)}, "too_large"},
 		{&agent.ModelError{Attempts: 2, Err: fmt.Errorf("no data for 1m: %w", agent.ErrModelStalled)}, "stalled"},
-		{&agent.BudgetError{Used: 10, Limit: 5}, "other"},
+		{&govern.BudgetError{Used: 10, Limit: 5}, "other"},
 	} {
 		if got := modelErrorReason(tc.err); got != tc.want {
 			t.Errorf("%v: %q, want %q", tc.err, got, tc.want)

@@ -175,7 +175,7 @@ func serve(ctx context.Context, a *app, ln net.Listener, adapters []adapter, m *
 	dctx, stopDispatcher := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopDispatcher()
 	dispatcherDone := make(chan struct{})
-	go func() { d.Run(dctx); close(dispatcherDone) }()
+	go func() { a.run(dctx, d); close(dispatcherDone) }()
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -226,7 +226,7 @@ func serve(ctx context.Context, a *app, ln net.Listener, adapters []adapter, m *
 }
 
 // healthz answers 200 while the store answers, 503 otherwise.
-func healthz(st agent.Store) http.Handler {
+func healthz(st store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := storeAnswers(r.Context(), st); err != nil {
 			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
@@ -237,7 +237,7 @@ func healthz(st agent.Store) http.Handler {
 }
 
 // storeAnswers makes a cheap store call, waiting 2 s at most.
-func storeAnswers(ctx context.Context, st agent.Store) error {
+func storeAnswers(ctx context.Context, st store) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, err := st.Pending(ctx, agent.SessionKey{Platform: "health", Chat: "probe"})
@@ -252,7 +252,7 @@ type readier interface{ Ready() error }
 // down, every adapter is connected, what else must be ready is (the MCP
 // servers' first tool listings, which turns wait for) and the store
 // answers; 503 with the first reason otherwise.
-func readyz(st agent.Store, adapters []adapter, stopping *atomic.Bool, more ...readier) http.Handler {
+func readyz(st store, adapters []adapter, stopping *atomic.Bool, more ...readier) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if stopping.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/internal/config"
-	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
 )
 
 // testAdapter submits one message when it starts and records the answer.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/firstmate/firstmate/adapters/console"
 	"github.com/firstmate/firstmate/internal/config"
-	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
 	"github.com/firstmate/firstmate/tools"
 )
 

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/firstmate/firstmate/internal/fakellm"
-	"github.com/firstmate/firstmate/internal/fakeslack"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakeslack"
 )
 
 // server is the real firstmate binary running `serve` in the background;

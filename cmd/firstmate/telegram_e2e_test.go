@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
-	"github.com/firstmate/firstmate/internal/fakellm"
-	"github.com/firstmate/firstmate/internal/fakeslack"
-	"github.com/firstmate/firstmate/internal/faketelegram"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakeslack"
+	"github.com/firstmate/firstmate/internal/testkit/faketelegram"
 	"github.com/firstmate/firstmate/store/redis/redisurl"
 )
 

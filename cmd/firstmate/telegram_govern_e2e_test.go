@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/firstmate/firstmate/internal/fakellm"
-	"github.com/firstmate/firstmate/internal/faketelegram"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/faketelegram"
 )
 
 // Admins in charge on Telegram, end to end: the real binary, the fake Bot
@@ -143,6 +143,9 @@ func writeModel(req *fakellm.Request) fakellm.Reply {
 	if last.Role == "tool" {
 		return fakellm.Text("tool said: " + last.Text())
 	}
+	if strings.HasPrefix(last.Text(), "[Approval") {
+		return fakellm.Text("told: " + last.Text())
+	}
 	return fakellm.Calls(fakellm.Call("write", map[string]string{"path": "note.txt", "content": last.Text()}))
 }
 
@@ -259,7 +262,7 @@ func TestTelegramPolicyAndApprovals(t *testing.T) {
 	e.tg.Mention(g, faketelegram.Bob, "second")
 	q2 := e.answer(t, g, 0, "needs approval to run write", question.MessageID)
 	press(faketelegram.Alice, q2, "Deny")
-	e.answer(t, g, 0, "denied by Alice")
+	e.answer(t, g, 0, "denied the write call")
 	// An admin's "always allow" stores the rule: the next turn does not ask.
 	e.tg.Mention(g, faketelegram.Bob, "third")
 	q3 := e.answer(t, g, 0, "needs approval to run write", question.MessageID, q2.MessageID)
@@ -271,10 +274,10 @@ func TestTelegramPolicyAndApprovals(t *testing.T) {
 	if !regexp.MustCompile(`write\s+allow`).MatchString(policy) {
 		t.Errorf("policy after always allow:\n%s", policy)
 	}
-	e.waitCount(t, g, "tool said:", 3)
+	e.waitCount(t, g, "tool said:", 2) // the approved call, then this one (the denied one's answer is "told: …")
 	questions := e.count(g, "needs approval")
 	e.tg.Mention(g, faketelegram.Bob, "fourth")
-	e.waitCount(t, g, "tool said:", 4)
+	e.waitCount(t, g, "tool said:", 3)
 	if n := e.count(g, "needs approval"); n != questions {
 		t.Errorf("asked again after always allow")
 	}
@@ -282,7 +285,7 @@ func TestTelegramPolicyAndApprovals(t *testing.T) {
 	entries := e.audit(t, "--channel", fmt.Sprintf("telegram:%d", g))
 	for _, want := range []struct{ action, outcome string }{
 		{"policy.set", ""}, {"policy.refused", ""}, {"approval.asked", ""}, {"approval.decided", "approved"},
-		{"approval.decided", "denied"}, {"approval.refused", ""}, {"tool.call", "ok"}, {"tool.call", "denied"},
+		{"approval.decided", "denied"}, {"approval.refused", ""}, {"tool.call", "ok"},
 	} {
 		if countAudit(entries, want.action, want.outcome) == 0 {
 			t.Errorf("audit lacks %s %s", want.action, want.outcome)
@@ -319,8 +322,9 @@ func TestTelegramBudgets(t *testing.T) {
 	}
 }
 
-// No decision before the deadline is a denial: the question says so, the
-// model is told, and a click that comes later changes nothing.
+// No decision before the deadline is a denial: the question says by when;
+// a click after it decides nothing but the expiry, which replaces the
+// question and tells the model, and nothing runs.
 func TestTelegramApprovalTimesOut(t *testing.T) {
 	t.Parallel()
 	cfg := writeFile(t, "tools:\n  ask: [write]\napprovals:\n  timeout: 10s\n")
@@ -328,20 +332,18 @@ func TestTelegramApprovalTimesOut(t *testing.T) {
 	e.tg.PrivateMessage(faketelegram.Bob, "note this")
 	q := e.answer(t, faketelegram.Bob, 0, "needs approval to run write")
 	approve, ok := q.Button("Approve")
-	if !ok {
-		t.Fatalf("question keyboard %s", q.ReplyMarkup)
+	if !ok || !strings.Contains(q.Text, "without a decision by") {
+		t.Fatalf("question %q keyboard %s", q.Text, q.ReplyMarkup)
 	}
-	answer := e.answer(t, faketelegram.Bob, 0, "not approved within 10s")
-	if !strings.Contains(answer.Text, "tool said: error") {
-		t.Errorf("answer %q", answer.Text)
-	}
-	expired, _ := e.tg.Message(faketelegram.Bob, q.MessageID)
-	if !strings.Contains(expired.Text, "No decision in time") || len(expired.Keyboard()) != 0 {
-		t.Errorf("the question after the deadline: %q %s", expired.Text, expired.ReplyMarkup)
-	}
+	time.Sleep(10500 * time.Millisecond) // past the deadline: a limit the test sets, not a timing it hopes for
 	late := e.tg.CallbackQuery(faketelegram.Bob, faketelegram.Bob, q.MessageID, approve.CallbackData)
 	if a, ok := e.tg.WaitCallbackAnswer(late.CallbackQuery.ID, 20*time.Second); !ok || !strings.Contains(a.Text, "did not run") {
 		t.Errorf("a click after the deadline: %+v", a)
+	}
+	e.answer(t, faketelegram.Bob, 0, "nobody decided on the write call in time")
+	expired, _ := e.tg.Message(faketelegram.Bob, q.MessageID)
+	if !strings.Contains(expired.Text, "No decision in time") || len(expired.Keyboard()) != 0 {
+		t.Errorf("the question after the deadline: %q %s", expired.Text, expired.ReplyMarkup)
 	}
 	if notes, _ := filepath.Glob(filepath.Join(e.data, "workspaces", "*", "note.txt")); len(notes) != 0 {
 		t.Errorf("written without approval: %v", notes)

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/firstmate/firstmate/internal/fakellm"
+	"github.com/firstmate/firstmate/internal/testkit/fakellm"
 )
 
 // listenOn serves h on addr (a loopback address of the test's choosing).

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 )
 
 // Who may talk to the bot, what it may spend, and how long people are
@@ -17,8 +17,8 @@ import (
 // Access returns each platform's access setting by platform name, for
 // agent.DispatcherConfig.Access. Both "slack" and "telegram" are always
 // there, enabled or not.
-func (c *Config) Access() map[string]agent.Access {
-	return map[string]agent.Access{
+func (c *Config) Access() map[string]govern.Access {
+	return map[string]govern.Access{
 		"slack": {Mode: c.Slack.Access, Users: slices.Clone(c.Slack.AllowedUsers),
 			Chats: slices.Clone(c.Slack.AllowedChannels)},
 		"telegram": {Mode: c.Telegram.Access, Users: slices.Clone(c.Telegram.AllowedUsers),
@@ -27,14 +27,14 @@ func (c *Config) Access() map[string]agent.Access {
 }
 
 // Budgets returns the budgets section for the agent.
-func (c *Config) Budgets() agent.Budgets {
-	return agent.Budgets{
+func (c *Config) Budgets() govern.Budgets {
+	return govern.Budgets{
 		ChannelTokensPerDay:   c.Budget.ChannelTokensPerDay,
 		UserMessagesPerMinute: c.Budget.UserMessagesPerMinute,
 	}
 }
 
-var accessModes = []string{string(agent.AccessOpen), string(agent.AccessAllowlist), string(agent.AccessPairing)}
+var accessModes = []string{string(govern.AccessOpen), string(govern.AccessAllowlist), string(govern.AccessPairing)}
 
 func (v *validator) access() {
 	s, t := &v.c.Slack, &v.c.Telegram
@@ -95,7 +95,7 @@ func (c *Config) accessWarnings(add func(key, format string, args ...any)) {
 	for _, p := range []struct {
 		name    string
 		enabled bool
-		mode    agent.AccessMode
+		mode    govern.AccessMode
 		allowed int
 	}{
 		{"slack", c.Slack.Enabled(), c.Slack.Access, len(c.Slack.AllowedUsers) + len(c.Slack.AllowedChannels)},
@@ -106,10 +106,10 @@ func (c *Config) accessWarnings(add func(key, format string, args ...any)) {
 		}
 		// Pairing codes are approved by the bot's admins in chat.
 		switch {
-		case p.mode == agent.AccessPairing:
+		case p.mode == govern.AccessPairing:
 			add(p.name+".access", "pairing, but admins lists no %s user, so nobody can approve a pairing code in chat; add yourself to %s",
 				p.name, c.name("admins"))
-		case p.mode == agent.AccessAllowlist && p.allowed == 0:
+		case p.mode == govern.AccessAllowlist && p.allowed == 0:
 			add(p.name+".access", "allowlist, but nobody is allowed and admins lists no %s user; allow someone, or add yourself to %s",
 				p.name, c.name("admins"))
 		}

@@ -8,6 +8,11 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
+	"github.com/firstmate/firstmate/tools"
+	"github.com/firstmate/firstmate/tools/files"
+	"github.com/firstmate/firstmate/tools/shell"
+	"github.com/firstmate/firstmate/tools/web"
 )
 
 // seedTools are the built-in tools, as serve offers them with a sandbox
@@ -15,11 +20,37 @@ import (
 var seedTools = []string{"ls", "read", "write", "edit", "mkdir", "copy", "move", "delete", "find", "grep",
 	"shell", "fetch", "search", "send_file", "start", "jobs", "stop"}
 
+// toolset is the tools called names, each with the power its package
+// gives it (an MCP tool SERVER__NAME is its server's), known to policy
+// but not run.
+func toolset(names ...string) *tools.Set {
+	powers := map[string]tools.Power{}
+	for _, t := range files.All(files.Options{}) {
+		powers[t.Name()] = t.Power()
+	}
+	for _, n := range shell.Names {
+		powers[n] = tools.PowerExec
+	}
+	powers["fetch"], powers["search"], powers["skill"] = web.Fetch(web.FetchConfig{}).Power(), tools.PowerWeb, tools.PowerSkills
+	var opts []tools.SetOption
+	for _, n := range names {
+		p, ok := powers[n]
+		if server, _, mcp := strings.Cut(n, "__"); mcp {
+			p, ok = tools.MCPPower(server), true
+		}
+		if !ok {
+			p = tools.PowerRead // a tool of the test's own
+		}
+		opts = append(opts, tools.WithUnavailable(n, p, "a test"))
+	}
+	return tools.NewSet(nil, opts...)
+}
+
 func TestAccessDefaults(t *testing.T) {
 	c := mustLoad(t, "", env{}.withHome())
-	want := map[string]agent.Access{
-		"slack":    {Mode: agent.AccessOpen, Users: []string{}, Chats: []string{}},
-		"telegram": {Mode: agent.AccessPairing, Users: []string{}, Chats: []string{}},
+	want := map[string]govern.Access{
+		"slack":    {Mode: govern.AccessOpen, Users: []string{}, Chats: []string{}},
+		"telegram": {Mode: govern.AccessPairing, Users: []string{}, Chats: []string{}},
 	}
 	if got := c.Access(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Access() = %+v\nwant %+v", got, want)
@@ -27,7 +58,7 @@ func TestAccessDefaults(t *testing.T) {
 	if c.Slack.WorkspaceAdmins || c.Telegram.ChatAdmins {
 		t.Error("platform admins count as the bot's admins by default")
 	}
-	if got, want := c.Budgets(), (agent.Budgets{ChannelTokensPerDay: 0, UserMessagesPerMinute: 20}); got != want {
+	if got, want := c.Budgets(), (govern.Budgets{ChannelTokensPerDay: 0, UserMessagesPerMinute: 20}); got != want {
 		t.Errorf("Budgets() = %+v, want %+v", got, want)
 	}
 	if c.Approvals.Timeout != 5*time.Minute || c.Pairing.CodeTTL != time.Hour {
@@ -41,10 +72,10 @@ func TestAccessDefaults(t *testing.T) {
 
 func TestAccessFromFile(t *testing.T) {
 	c := mustLoad(t, writeConfig(t, fullFile), env{})
-	want := map[string]agent.Access{
-		"slack": {Mode: agent.AccessAllowlist, Users: []string{"U0123ABCD", "W0456EFGH"},
+	want := map[string]govern.Access{
+		"slack": {Mode: govern.AccessAllowlist, Users: []string{"U0123ABCD", "W0456EFGH"},
 			Chats: []string{"C0123ABCD", "G0456EFGH"}},
-		"telegram": {Mode: agent.AccessOpen, Users: []string{"123456789"}, Chats: []string{"-1001234567890", "42"}},
+		"telegram": {Mode: govern.AccessOpen, Users: []string{"123456789"}, Chats: []string{"-1001234567890", "42"}},
 	}
 	got := c.Access()
 	if !reflect.DeepEqual(got, want) {
@@ -55,7 +86,7 @@ func TestAccessFromFile(t *testing.T) {
 	if c.Slack.AllowedUsers[0] != "U0123ABCD" {
 		t.Error("Access() shares the Config's lists")
 	}
-	if got, want := c.Budgets(), (agent.Budgets{ChannelTokensPerDay: 2_000_000}); got != want {
+	if got, want := c.Budgets(), (govern.Budgets{ChannelTokensPerDay: 2_000_000}); got != want {
 		t.Errorf("Budgets() = %+v, want %+v", got, want)
 	}
 }
@@ -73,9 +104,9 @@ func TestAccessFromEnv(t *testing.T) {
 		"TELEGRAM_ALLOWED_CHATS": "-1001234567890, 99",
 		"TELEGRAM_CHAT_ADMINS":   "1",
 	}.withHome())
-	want := map[string]agent.Access{
-		"slack":    {Mode: agent.AccessAllowlist, Users: []string{"U0123ABCD", "W0456EFGH"}, Chats: []string{"C0123ABCD", "D0456EFGH"}},
-		"telegram": {Mode: agent.AccessOpen, Users: []string{"7"}, Chats: []string{"-1001234567890", "99"}},
+	want := map[string]govern.Access{
+		"slack":    {Mode: govern.AccessAllowlist, Users: []string{"U0123ABCD", "W0456EFGH"}, Chats: []string{"C0123ABCD", "D0456EFGH"}},
+		"telegram": {Mode: govern.AccessOpen, Users: []string{"7"}, Chats: []string{"-1001234567890", "99"}},
 	}
 	if got := c.Access(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Access() = %+v\nwant %+v", got, want)
@@ -173,7 +204,7 @@ func TestPolicyDefaults(t *testing.T) {
   deny: [exec, "tool:write", delete, "mcp:github", github__admin]
 `)
 	c := mustLoad(t, path, env{}.withHome())
-	want := agent.PolicyDefaults{Default: agent.ToolAsk, Rules: map[string]agent.ToolMode{
+	want := govern.Defaults{Default: agent.ToolAsk, Rules: map[string]agent.ToolMode{
 		"group:read":       agent.ToolAllow,
 		"read":             agent.ToolAllow,
 		"group:web":        agent.ToolAllow,
@@ -201,7 +232,7 @@ func TestPolicyDefaults(t *testing.T) {
 }
 
 // TestRuleNameAgrees keeps ruleName, which needs no list of tools, in step
-// with agent.ParseRuleName for every name that is valid.
+// with govern.ParseRuleName for every name that is valid.
 func TestRuleNameAgrees(t *testing.T) {
 	known := append(slices.Clone(seedTools), "github__issues")
 	names := []string{"default", "*", "mcp:github", "group:mcp:github", "github__issues", " EXEC ", "Tool:Read", "tool:shell"}
@@ -212,7 +243,7 @@ func TestRuleNameAgrees(t *testing.T) {
 		names = append(names, g, "group:"+g)
 	}
 	for _, n := range names {
-		want, err := agent.ParseRuleName(n, known)
+		want, err := govern.ParseRuleName(n, toolset(known...))
 		if err != nil {
 			t.Errorf("ParseRuleName(%q): %v", n, err)
 			continue
@@ -240,7 +271,9 @@ func TestPolicyWarnings(t *testing.T) {
 			":3: tools.deny[0]: shell is deny, but start is ask (both exec)",
 			":3: tools.deny[0]: shell is deny, but stop is ask (both exec)",
 		}},
-		{name: "one tool allowed in a denied group", file: "tools:\n  allow: [\"tool:read\"]\n  deny: [read]\n"},
+		{name: "one tool allowed in a denied group", file: "tools:\n  allow: [\"tool:read\"]\n  deny: [read]\n", want: []string{
+			":3: tools.deny[0]: read (group) is deny, but jobs is allow, and commands read the workspace too: set exec=deny as well",
+		}},
 		{name: "deny by default, one tool allowed", file: "tools:\n  default: deny\n  allow: [shell]\n"},
 		{name: "ask by default, a tool denied", file: "tools:\n  default: ask\n  deny: [\"tool:read\"]\n", want: []string{
 			":3: tools.deny[0]: read is deny, but find is ask (both read)",
@@ -252,7 +285,7 @@ func TestPolicyWarnings(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeConfig(t, tt.file)
 			c := mustLoad(t, path, env{}.withHome())
-			got := c.PolicyWarnings(seedTools)
+			got := c.PolicyWarnings(toolset(seedTools...))
 			if len(got) != len(tt.want) {
 				t.Fatalf("warnings %q, want %d", got, len(tt.want))
 			}
@@ -267,10 +300,10 @@ func TestPolicyWarnings(t *testing.T) {
 	// A Config built in code names the key alone.
 	c := Default()
 	c.Tools.Deny = []string{"fetch"}
-	if got := c.PolicyWarnings(seedTools); !slices.Equal(got, []string{"tools.deny[0]: fetch is deny, but search is allow (both web): set the group instead, web=deny"}) {
+	if got := c.PolicyWarnings(toolset(seedTools...)); !slices.Equal(got, []string{"tools.deny[0]: fetch is deny, but search is allow (both web): set the group instead, web=deny"}) {
 		t.Errorf("warnings %q", got)
 	}
-	if got := c.PolicyWarnings([]string{"fetch"}); len(got) != 0 {
+	if got := c.PolicyWarnings(toolset("fetch")); len(got) != 0 {
 		t.Errorf("warnings without search: %q", got)
 	}
 }
@@ -322,5 +355,5 @@ func TestIDChecks(t *testing.T) {
 
 // configuredMode is a tool's mode in a channel with no rules of its own.
 func configuredMode(c *Config, tool string) agent.ToolMode {
-	return agent.NewPolicy(agent.SessionKey{Platform: "x", Chat: "y"}, c.PolicyDefaults(), agent.ChannelSettings{}).Mode(tool)
+	return govern.NewPolicy(agent.SessionKey{Platform: "x", Chat: "y"}, c.PolicyDefaults(), agent.ChannelSettings{}, toolset(append(slices.Clone(seedTools), tool)...)).Mode(tool)
 }

@@ -76,6 +76,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -302,7 +303,7 @@ type Slack struct {
 	// Access is who may talk to the bot. Default open: the members of the
 	// workspace that installed the app; people of another organisation
 	// (in a shared channel) only when allowed.
-	Access agent.AccessMode `yaml:"access" json:"access"`
+	Access govern.AccessMode `yaml:"access" json:"access"`
 	// AllowedUsers (member IDs, U… or W…) and AllowedChannels (C…, G…,
 	// D…) may talk to the bot whatever Access says.
 	AllowedUsers    []string `yaml:"allowed_users" json:"allowed_users"`
@@ -328,7 +329,7 @@ type Telegram struct {
 	// chat a stranger gets a code an admin approves; a group is answered
 	// once an admin allowed it. Anyone can find a bot by its username, so
 	// open is rarely what is meant.
-	Access agent.AccessMode `yaml:"access" json:"access"`
+	Access govern.AccessMode `yaml:"access" json:"access"`
 	// AllowedUsers (user IDs, positive) and AllowedChats (chat IDs;
 	// negative for groups) may talk to the bot whatever Access says.
 	AllowedUsers []string `yaml:"allowed_users" json:"allowed_users"`
@@ -432,9 +433,9 @@ func Default() *Config {
 			Fetch:  Fetch{AllowNetworks: []string{}, Ports: []int{}, Timeout: 30 * time.Second, MaxBodyMB: 5},
 			Search: Search{Kind: "searxng"},
 		},
-		Slack: Slack{APIURL: DefaultSlackAPI, Access: agent.AccessOpen,
+		Slack: Slack{APIURL: DefaultSlackAPI, Access: govern.AccessOpen,
 			AllowedUsers: []string{}, AllowedChannels: []string{}},
-		Telegram: Telegram{APIURL: DefaultTelegramAPI, Access: agent.AccessPairing,
+		Telegram: Telegram{APIURL: DefaultTelegramAPI, Access: govern.AccessPairing,
 			AllowedUsers: []string{}, AllowedChats: []string{}},
 		Budget:    Budget{UserMessagesPerMinute: 20},
 		Approvals: Approvals{Timeout: 5 * time.Minute},
@@ -664,7 +665,7 @@ var envVars = []envVar{
 	{"SLACK_APP_TOKEN", "slack.app_token", func(c *Config, v string) []error { c.Slack.AppToken = Secret(v); return nil }},
 	{"SLACK_SIGNING_SECRET", "slack.signing_secret", func(c *Config, v string) []error { c.Slack.SigningSecret = Secret(v); return nil }},
 	{"SLACK_API_URL", "slack.api_url", func(c *Config, v string) []error { c.Slack.APIURL = v; return nil }},
-	{"SLACK_ACCESS", "slack.access", func(c *Config, v string) []error { c.Slack.Access = agent.AccessMode(v); return nil }},
+	{"SLACK_ACCESS", "slack.access", func(c *Config, v string) []error { c.Slack.Access = govern.AccessMode(v); return nil }},
 	{"SLACK_ALLOWED_USERS", "slack.allowed_users", func(c *Config, v string) (errs []error) {
 		c.Slack.AllowedUsers, errs = parseIDList(v, checkSlackUser)
 		return errs
@@ -683,7 +684,7 @@ var envVars = []envVar{
 		c.Telegram.WebhookSecret = Secret(v)
 		return nil
 	}},
-	{"TELEGRAM_ACCESS", "telegram.access", func(c *Config, v string) []error { c.Telegram.Access = agent.AccessMode(v); return nil }},
+	{"TELEGRAM_ACCESS", "telegram.access", func(c *Config, v string) []error { c.Telegram.Access = govern.AccessMode(v); return nil }},
 	{"TELEGRAM_ALLOWED_USERS", "telegram.allowed_users", func(c *Config, v string) (errs []error) {
 		c.Telegram.AllowedUsers, errs = parseIDList(v, checkTelegramUser)
 		return errs
@@ -740,8 +741,8 @@ func (c *Config) normalize(env func(string) (string, bool)) {
 	c.Log.Level = strings.ToLower(c.Log.Level)
 	c.Sandbox = strings.ToLower(c.Sandbox)
 	c.Log.Format = strings.ToLower(c.Log.Format)
-	c.Slack.Access = agent.AccessMode(strings.ToLower(string(c.Slack.Access)))
-	c.Telegram.Access = agent.AccessMode(strings.ToLower(string(c.Telegram.Access)))
+	c.Slack.Access = govern.AccessMode(strings.ToLower(string(c.Slack.Access)))
+	c.Telegram.Access = govern.AccessMode(strings.ToLower(string(c.Telegram.Access)))
 	trimAll(c.Slack.AllowedUsers)
 	trimAll(c.Slack.AllowedChannels)
 	trimAll(c.Telegram.AllowedUsers)

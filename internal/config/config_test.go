@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -98,9 +99,9 @@ func TestDefaults(t *testing.T) {
 			Fetch:  Fetch{AllowNetworks: []string{}, Ports: []int{}, Timeout: 30 * time.Second, MaxBodyMB: 5},
 			Search: Search{Kind: "searxng"},
 		},
-		Slack: Slack{APIURL: "https://slack.com/api/", Access: agent.AccessOpen,
+		Slack: Slack{APIURL: "https://slack.com/api/", Access: govern.AccessOpen,
 			AllowedUsers: []string{}, AllowedChannels: []string{}},
-		Telegram: Telegram{APIURL: "https://api.telegram.org", Access: agent.AccessPairing,
+		Telegram: Telegram{APIURL: "https://api.telegram.org", Access: govern.AccessPairing,
 			AllowedUsers: []string{}, AllowedChats: []string{}},
 		Budget:    Budget{ChannelTokensPerDay: 0, UserMessagesPerMinute: 20},
 		Approvals: Approvals{Timeout: 5 * time.Minute},
@@ -282,13 +283,13 @@ func TestValidFile(t *testing.T) {
 			AppToken:        "xapp-file-app-0123456789",
 			SigningSecret:   "file-signing-0123456789",
 			APIURL:          "http://127.0.0.1:3001/api/",
-			Access:          agent.AccessAllowlist,
+			Access:          govern.AccessAllowlist,
 			AllowedUsers:    []string{"U0123ABCD", "W0456EFGH"},
 			AllowedChannels: []string{"C0123ABCD", "G0456EFGH"},
 			WorkspaceAdmins: true,
 		},
 		Telegram: Telegram{BotToken: "123456:file-telegram-0123456789", APIURL: "http://127.0.0.1:3002",
-			Access: agent.AccessOpen, AllowedUsers: []string{"123456789"}, AllowedChats: []string{"-1001234567890", "42"}, ChatAdmins: true},
+			Access: govern.AccessOpen, AllowedUsers: []string{"123456789"}, AllowedChats: []string{"-1001234567890", "42"}, ChatAdmins: true},
 		Budget:    Budget{ChannelTokensPerDay: 2_000_000, UserMessagesPerMinute: 0},
 		Approvals: Approvals{Timeout: 2 * time.Minute},
 		Pairing:   Pairing{CodeTTL: 30 * time.Minute},
@@ -338,10 +339,10 @@ func TestExampleFile(t *testing.T) {
 	}
 	seed := []string{"ls", "read", "write", "edit", "mkdir", "copy", "move", "delete", "find", "grep",
 		"shell", "fetch", "search", "send_file", "start", "jobs", "stop"}
-	if err := c.ValidateTools(seed); err != nil {
+	if err := c.ValidateTools(toolset(seed...)); err != nil {
 		t.Error(err)
 	}
-	if w := c.PolicyWarnings(seed); len(w) != 0 {
+	if w := c.PolicyWarnings(toolset(seed...)); len(w) != 0 {
 		t.Errorf("policy warnings: %q", w)
 	}
 	// Apart from the tool lists and the model, the example shows the defaults.
@@ -992,7 +993,7 @@ func TestRequireLLM(t *testing.T) {
 func TestValidateTools(t *testing.T) {
 	path := writeConfig(t, "tools:\n  allow: [read, shel]\n  deny:\n    - zzz\n    - group:exe\n    - tool:exec\n    - mcp:gitlab\n")
 	c := mustLoad(t, path, env{}.withHome())
-	known := []string{"shell", "read", "fetch", "start", "github__issues"}
+	known := toolset("shell", "read", "fetch", "start", "github__issues")
 	ps := problems(t, c.ValidateTools(known))
 	want := []struct {
 		key  string
@@ -1015,7 +1016,7 @@ func TestValidateTools(t *testing.T) {
 	}
 	// With those tools, only the group and the tool that still do not
 	// exist are wrong.
-	ps = problems(t, c.ValidateTools([]string{"read", "shel", "zzz", "gitlab__x"}))
+	ps = problems(t, c.ValidateTools(toolset("read", "shel", "zzz", "gitlab__x")))
 	if len(ps) != 2 || ps[0].Key != "tools.deny[1]" || ps[1].Key != "tools.deny[2]" {
 		t.Errorf("got %v", ps)
 	}
@@ -1023,7 +1024,7 @@ func TestValidateTools(t *testing.T) {
 	// Groups, tool: and group: spellings, and an MCP server's group.
 	path = writeConfig(t, "tools:\n  allow: [read, \"tool:read\", Web]\n  ask: [exec]\n  deny: [delete, \"mcp:github\", \"group:send\"]\n")
 	c = mustLoad(t, path, env{}.withHome())
-	if err := c.ValidateTools(append(known, "delete", "send_file")); err != nil {
+	if err := c.ValidateTools(toolset(append(known.Known(), "delete", "send_file")...)); err != nil {
 		t.Errorf("valid lists: %v", err)
 	}
 

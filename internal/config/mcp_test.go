@@ -53,14 +53,14 @@ tools:
 	}
 	// The servers' tools are not known until they start: their group and
 	// tools may be named in the policy all the same, not another's.
-	if err := c.ValidateTools([]string{"read", "shell"}); err != nil {
+	if err := c.ValidateTools(toolset("read", "shell")); err != nil {
 		t.Errorf("ValidateTools: %v", err)
 	}
 	if got := c.PolicyDefaults().Rules; got["group:mcp:wiki"] != "deny" || got["notes__delete"] != "deny" {
 		t.Errorf("rules %v", got)
 	}
 	c.Tools.Deny = []string{"mcp:other"}
-	if err := c.ValidateTools([]string{"read"}); err == nil {
+	if err := c.ValidateTools(toolset("read")); err == nil {
 		t.Error("a group of no configured server passed")
 	}
 }

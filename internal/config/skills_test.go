@@ -34,7 +34,7 @@ func TestSkillsSection(t *testing.T) {
 func TestSkillRulesInToolsLists(t *testing.T) {
 	c := mustLoad(t, writeConfig(t, "tools:\n  deny: [skills]\n  allow: [skill:Deploy, skill]\n"), env{}.withHome())
 	known := append(slices.Clone(seedTools), "skill")
-	if err := c.ValidateTools(known); err != nil {
+	if err := c.ValidateTools(toolset(known...)); err != nil {
 		t.Fatal(err)
 	}
 	rules := c.PolicyDefaults().Rules
@@ -45,7 +45,7 @@ func TestSkillRulesInToolsLists(t *testing.T) {
 		}
 	}
 	c = mustLoad(t, writeConfig(t, "tools:\n  deny: [skill:../x]\n"), env{}.withHome())
-	if err := c.ValidateTools(known); err == nil {
+	if err := c.ValidateTools(toolset(known...)); err == nil {
 		t.Error("skill:../x accepted")
 	}
 }

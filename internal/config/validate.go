@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 	"github.com/firstmate/firstmate/internal/redact"
 	"github.com/firstmate/firstmate/store/redis/redisurl"
 )
@@ -396,11 +397,12 @@ func (c *Config) RequireLLM() error {
 	return errors.Join(probs...)
 }
 
-// ValidateTools checks the entries of the tools lists against known (the
-// tools this build offers) with agent.ParseRuleName: each must name a tool
+// ValidateTools checks the entries of the tools lists against ts (the
+// tools this build offers, each with its power) with govern.ParseRuleName: each must name a tool
 // or a group of them, and no rule may be in two lists (as Validate also
 // says). A problem lists the known names.
-func (c *Config) ValidateTools(known []string) error {
+func (c *Config) ValidateTools(ts govern.Tools) error {
+	known := ts.Known()
 	sorted := slices.Sorted(slices.Values(known))
 	var probs []error
 	where := map[string]listEntry{} // rule -> the first entry naming it
@@ -410,12 +412,12 @@ func (c *Config) ValidateTools(known []string) error {
 			if strings.TrimSpace(name) == "" {
 				continue // Validate says so
 			}
-			rule, err := agent.ParseRuleName(name, known)
+			rule, err := govern.ParseRuleName(name, ts)
 			if r := ruleName(name); err != nil && c.mcpRule(r) {
 				rule, err = r, nil // an MCP server's tools are listed once it has started
 			}
 			if err != nil {
-				probs = append(probs, c.problem(key, "%s", unknownRule(name, sorted)))
+				probs = append(probs, c.problem(key, "%s", unknownRule(name, sorted, ts)))
 				continue
 			}
 			if rule == agent.DefaultRule {
@@ -433,11 +435,11 @@ func (c *Config) ValidateTools(known []string) error {
 
 // unknownRule says that name is neither a tool in known nor a group, and
 // what is.
-func unknownRule(name string, known []string) string {
+func unknownRule(name string, known []string, ts govern.Tools) string {
 	s := strings.ToLower(strings.TrimSpace(name))
 	groups := agent.Groups()
 	for _, t := range known {
-		if g := agent.GroupOf(t); g != "" && !slices.Contains(groups, g) {
+		if g := govern.GroupOf(ts, t); g != "" && !slices.Contains(groups, g) {
 			groups = append(groups, g)
 		}
 	}

@@ -13,11 +13,12 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/internal/storejson"
 )
 
-// The buckets of agent.GovernStore's records. Keys that hold a name from
+// The buckets of govern.Store's records. Keys that hold a name from
 // outside use storegov.Subject or storegov.Escape, so they do not collide.
 var (
 	// storegov.Subject → Grant JSON. Never expires: a grant holds until
@@ -68,8 +69,8 @@ func (s *Store) view(ctx context.Context, what string, fn func(tx *bbolt.Tx) err
 	return nil
 }
 
-// Allowed implements agent.GovernStore.
-func (s *Store) Allowed(ctx context.Context, platform string, kind agent.GrantKind, id string) (ok bool, err error) {
+// Allowed implements govern.Store.
+func (s *Store) Allowed(ctx context.Context, platform string, kind govern.GrantKind, id string) (ok bool, err error) {
 	if err := storegov.CheckSubject(platform, kind, id); err != nil {
 		return false, err
 	}
@@ -80,8 +81,8 @@ func (s *Store) Allowed(ctx context.Context, platform string, kind agent.GrantKi
 	return ok, err
 }
 
-// Allow implements agent.GovernStore.
-func (s *Store) Allow(ctx context.Context, g agent.Grant) error {
+// Allow implements govern.Store.
+func (s *Store) Allow(ctx context.Context, g govern.Grant) error {
 	if err := storegov.CheckSubject(g.Platform, g.Kind, g.ID); err != nil {
 		return err
 	}
@@ -94,8 +95,8 @@ func (s *Store) Allow(ctx context.Context, g agent.Grant) error {
 	})
 }
 
-// Revoke implements agent.GovernStore.
-func (s *Store) Revoke(ctx context.Context, platform string, kind agent.GrantKind, id string) (had bool, err error) {
+// Revoke implements govern.Store.
+func (s *Store) Revoke(ctx context.Context, platform string, kind govern.GrantKind, id string) (had bool, err error) {
 	if err := storegov.CheckSubject(platform, kind, id); err != nil {
 		return false, err
 	}
@@ -109,12 +110,12 @@ func (s *Store) Revoke(ctx context.Context, platform string, kind agent.GrantKin
 	return had, err
 }
 
-// Grants implements agent.GovernStore.
-func (s *Store) Grants(ctx context.Context, platform string) ([]agent.Grant, error) {
-	var out []agent.Grant
+// Grants implements govern.Store.
+func (s *Store) Grants(ctx context.Context, platform string) ([]govern.Grant, error) {
+	var out []govern.Grant
 	err := s.view(ctx, "grants", func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketGrants).ForEach(func(_, v []byte) error {
-			var g agent.Grant
+			var g govern.Grant
 			if err := json.Unmarshal(v, &g); err != nil {
 				return err
 			}
@@ -131,16 +132,16 @@ func (s *Store) Grants(ctx context.Context, platform string) ([]agent.Grant, err
 	return out, nil
 }
 
-// Pair implements agent.GovernStore.
-func (s *Store) Pair(ctx context.Context, p agent.Pairing) (stored agent.Pairing, created bool, err error) {
+// Pair implements govern.Store.
+func (s *Store) Pair(ctx context.Context, p govern.Pairing) (stored govern.Pairing, created bool, err error) {
 	now := time.Now()
 	if err := storegov.CheckPairing(p, now); err != nil {
-		return agent.Pairing{}, false, err
+		return govern.Pairing{}, false, err
 	}
 	subject := storegov.Subject(p.Platform, p.Kind, p.ID)
 	data, err := storejson.Marshal(storegov.Pairing{Pairing: p, Subject: subject})
 	if err != nil {
-		return agent.Pairing{}, false, err
+		return govern.Pairing{}, false, err
 	}
 	err = s.update(ctx, "pair", func(tx *bbolt.Tx) error {
 		codes, subjects := tx.Bucket(bucketPairings), tx.Bucket(bucketPairSubjects)
@@ -176,15 +177,15 @@ func (s *Store) Pair(ctx context.Context, p agent.Pairing) (stored agent.Pairing
 		return subjects.Put([]byte(subject), []byte(p.Code))
 	})
 	if err != nil {
-		return agent.Pairing{}, false, err
+		return govern.Pairing{}, false, err
 	}
 	return stored, created, nil
 }
 
-// TakePairing implements agent.GovernStore.
-func (s *Store) TakePairing(ctx context.Context, code string) (p agent.Pairing, err error) {
+// TakePairing implements govern.Store.
+func (s *Store) TakePairing(ctx context.Context, code string) (p govern.Pairing, err error) {
 	if code == "" {
-		return agent.Pairing{}, agent.ErrNotFound
+		return govern.Pairing{}, agent.ErrNotFound
 	}
 	now := time.Now()
 	err = s.update(ctx, "take pairing", func(tx *bbolt.Tx) error {
@@ -204,10 +205,10 @@ func (s *Store) TakePairing(ctx context.Context, code string) (p agent.Pairing, 
 	return p, err
 }
 
-// Pairings implements agent.GovernStore.
-func (s *Store) Pairings(ctx context.Context) ([]agent.Pairing, error) {
+// Pairings implements govern.Store.
+func (s *Store) Pairings(ctx context.Context) ([]govern.Pairing, error) {
 	now := time.Now()
-	var out []agent.Pairing
+	var out []govern.Pairing
 	err := s.view(ctx, "pairings", func(tx *bbolt.Tx) error {
 		codes := tx.Bucket(bucketPairings)
 		return codes.ForEach(func(k, _ []byte) error {
@@ -227,14 +228,14 @@ func (s *Store) Pairings(ctx context.Context) ([]agent.Pairing, error) {
 
 // readPairing returns the request with code and whether it is there and
 // has not expired at now.
-func readPairing(codes *bbolt.Bucket, code []byte, now time.Time) (agent.Pairing, bool, error) {
+func readPairing(codes *bbolt.Bucket, code []byte, now time.Time) (govern.Pairing, bool, error) {
 	v := codes.Get(code)
 	if v == nil {
-		return agent.Pairing{}, false, nil
+		return govern.Pairing{}, false, nil
 	}
 	var p storegov.Pairing
 	if err := json.Unmarshal(v, &p); err != nil {
-		return agent.Pairing{}, false, fmt.Errorf("pairing %s: %w", code, err)
+		return govern.Pairing{}, false, fmt.Errorf("pairing %s: %w", code, err)
 	}
 	return p.Pairing, p.Expires.After(now), nil
 }
@@ -256,7 +257,7 @@ func dropPairing(tx *bbolt.Tx, code []byte) error {
 	return codes.Delete(code)
 }
 
-// Once implements agent.GovernStore.
+// Once implements govern.Store.
 func (s *Store) Once(ctx context.Context, name string, ttl time.Duration) (first bool, err error) {
 	if err := storegov.CheckName("once", name, ttl); err != nil {
 		return false, err
@@ -273,7 +274,7 @@ func (s *Store) Once(ctx context.Context, name string, ttl time.Duration) (first
 	return first, err
 }
 
-// Hit implements agent.GovernStore.
+// Hit implements govern.Store.
 func (s *Store) Hit(ctx context.Context, name string, window time.Duration) (count int64, err error) {
 	if err := storegov.CheckName("hit", name, window); err != nil {
 		return 0, err
@@ -291,7 +292,7 @@ func (s *Store) Hit(ctx context.Context, name string, window time.Duration) (cou
 	return count, err
 }
 
-// AddUsage implements agent.GovernStore.
+// AddUsage implements govern.Store.
 func (s *Store) AddUsage(ctx context.Context, channel agent.SessionKey, day string, tokens int64) (total int64, err error) {
 	if err := storegov.CheckUsage(channel, day, tokens); err != nil {
 		return 0, err
@@ -312,7 +313,7 @@ func addUsage(tx *bbolt.Tx, channel agent.SessionKey, day string, tokens int64, 
 	return total, b.Put(k, append(v, encodeTime(now.Add(storegov.UsageTTL))...))
 }
 
-// Usage implements agent.GovernStore.
+// Usage implements govern.Store.
 func (s *Store) Usage(ctx context.Context, channel agent.SessionKey, day string) (total int64, err error) {
 	if err := storegov.CheckUsage(channel, day, 0); err != nil {
 		return 0, err
@@ -337,7 +338,7 @@ func readUsage(v []byte, now time.Time) int64 {
 	return int64(binary.BigEndian.Uint64(v))
 }
 
-// PutApproval implements agent.GovernStore.
+// PutApproval implements govern.Store.
 func (s *Store) PutApproval(ctx context.Context, a agent.Approval) error {
 	a, err := storegov.CheckApproval(a)
 	if err != nil {
@@ -360,7 +361,7 @@ func (s *Store) PutApproval(ctx context.Context, a agent.Approval) error {
 	})
 }
 
-// Approval implements agent.GovernStore.
+// Approval implements govern.Store.
 func (s *Store) Approval(ctx context.Context, id string) (a agent.Approval, err error) {
 	now := time.Now()
 	err = s.view(ctx, "approval", func(tx *bbolt.Tx) error {
@@ -377,8 +378,8 @@ func (s *Store) Approval(ctx context.Context, id string) (a agent.Approval, err 
 	return a, err
 }
 
-// DecideApproval implements agent.GovernStore.
-func (s *Store) DecideApproval(ctx context.Context, id string, d agent.ApprovalDecision) (a agent.Approval, decided bool, err error) {
+// DecideApproval implements govern.Store.
+func (s *Store) DecideApproval(ctx context.Context, id string, d govern.ApprovalDecision) (a agent.Approval, decided bool, err error) {
 	now := time.Now()
 	dec, err := storegov.CheckDecision(id, d, now)
 	if err != nil {
@@ -428,10 +429,10 @@ func readApproval(b *bbolt.Bucket, id string, now time.Time) (agent.Approval, bo
 	return a, storegov.ApprovalTTL(a.Deadline, now) > 0, nil
 }
 
-// Audit implements agent.GovernStore. An entry's key is its sequence
+// Audit implements govern.Store. An entry's key is its sequence
 // number, so the oldest entries are the first keys, and the entries kept
 // are contiguous: the first key and the last tell how many there are.
-func (s *Store) Audit(ctx context.Context, e agent.AuditEntry) error {
+func (s *Store) Audit(ctx context.Context, e govern.AuditEntry) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
@@ -463,17 +464,17 @@ func (s *Store) Audit(ctx context.Context, e agent.AuditEntry) error {
 // sort as text in the order they were written.
 func auditID(seq uint64) string { return fmt.Sprintf("%020d", seq) }
 
-// AuditLog implements agent.GovernStore. It reads newest first until it has
+// AuditLog implements govern.Store. It reads newest first until it has
 // q.Limit matching entries.
-func (s *Store) AuditLog(ctx context.Context, q agent.AuditQuery) ([]agent.AuditEntry, error) {
+func (s *Store) AuditLog(ctx context.Context, q govern.AuditQuery) ([]govern.AuditEntry, error) {
 	limit := storegov.AuditLimit(q)
-	var out []agent.AuditEntry
+	var out []govern.AuditEntry
 	err := s.view(ctx, "audit log", func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketAudit).Cursor()
 		read := 0
 		for k, v := c.Last(); k != nil && len(out) < limit && read < s.auditCap; k, v = c.Prev() {
 			read++
-			var e agent.AuditEntry
+			var e govern.AuditEntry
 			if err := json.Unmarshal(v, &e); err != nil {
 				return fmt.Errorf("entry %x: %w", k, err)
 			}

@@ -39,9 +39,12 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
+	"github.com/firstmate/firstmate/agent/schedules"
 	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/internal/storejson"
 	"github.com/firstmate/firstmate/store/internal/storelease"
+	"github.com/firstmate/firstmate/tools"
 )
 
 // ErrInUse means another process has the store's file open.
@@ -95,7 +98,14 @@ type Store struct {
 	closeErr  error
 }
 
-var _ agent.Store = (*Store)(nil)
+// The roles the store plays: the dispatcher's sessions, the gate's
+// governance, schedules, the background jobs' board.
+var (
+	_ agent.Sessions  = (*Store)(nil)
+	_ govern.Store    = (*Store)(nil)
+	_ schedules.Store = (*Store)(nil)
+	_ tools.JobBoard  = (*Store)(nil)
+)
 
 // Option configures a Store at Open.
 type Option func(*Store)

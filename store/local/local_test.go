@@ -11,11 +11,12 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 	"github.com/firstmate/firstmate/store/storetest"
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, c storetest.Config) agent.Store {
+	storetest.Run(t, func(t *testing.T, c storetest.Config) storetest.Store {
 		s, err := Open(filepath.Join(t.TempDir(), "firstmate.db"), c.Retention, WithAuditCap(c.AuditCap))
 		if err != nil {
 			t.Fatal(err)
@@ -206,10 +207,10 @@ func TestSweepDeletesExpiredGovernRecords(t *testing.T) {
 	s, _ := openTemp(t, agent.Retention{})
 	ctx := t.Context()
 	now := time.Now()
-	if err := s.Allow(ctx, agent.Grant{Platform: "telegram", Kind: agent.GrantUser, ID: "42"}); err != nil {
+	if err := s.Allow(ctx, govern.Grant{Platform: "telegram", Kind: govern.GrantUser, ID: "42"}); err != nil {
 		t.Fatal(err)
 	}
-	p := agent.Pairing{Code: "K7QP-M2XD", Platform: "telegram", Kind: agent.GrantUser, ID: "43", Created: now, Expires: now.Add(time.Hour)}
+	p := govern.Pairing{Code: "K7QP-M2XD", Platform: "telegram", Kind: govern.GrantUser, ID: "43", Created: now, Expires: now.Add(time.Hour)}
 	if _, _, err := s.Pair(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestSweepDeletesExpiredGovernRecords(t *testing.T) {
 	if err := s.PutApproval(ctx, agent.Approval{ID: "a1", Key: key, Deadline: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Audit(ctx, agent.AuditEntry{Action: agent.AuditPolicySet}); err != nil {
+	if err := s.Audit(ctx, govern.AuditEntry{Action: govern.AuditPolicySet}); err != nil {
 		t.Fatal(err)
 	}
 	counts := func() map[string]int {
@@ -268,7 +269,7 @@ func TestAuditCapAcrossReopen(t *testing.T) {
 	s, path := openTemp(t, agent.Retention{})
 	ctx := t.Context()
 	for i := range 10 {
-		if err := s.Audit(ctx, agent.AuditEntry{Action: "test", Detail: fmt.Sprint(i)}); err != nil {
+		if err := s.Audit(ctx, govern.AuditEntry{Action: "test", Detail: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -280,11 +281,11 @@ func TestAuditCapAcrossReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	got, err := s.AuditLog(ctx, agent.AuditQuery{})
+	got, err := s.AuditLog(ctx, govern.AuditQuery{})
 	if err != nil || len(got) != 3 || got[0].Detail != "7" {
 		t.Fatalf("AuditLog after reopening with a smaller cap = %d entries, %v", len(got), err)
 	}
-	if err := s.Audit(ctx, agent.AuditEntry{Action: "test", Detail: "10"}); err != nil {
+	if err := s.Audit(ctx, govern.AuditEntry{Action: "test", Detail: "10"}); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -293,7 +294,7 @@ func TestAuditCapAcrossReopen(t *testing.T) {
 		t.Fatalf("%d entries kept, want 3", n)
 	}
 	// IDs keep their order across the reopen.
-	got, _ = s.AuditLog(ctx, agent.AuditQuery{})
+	got, _ = s.AuditLog(ctx, govern.AuditQuery{})
 	if len(got) != 3 || got[2].Detail != "10" || !(got[0].ID < got[1].ID && got[1].ID < got[2].ID) {
 		t.Fatalf("AuditLog = %+v", got)
 	}

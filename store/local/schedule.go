@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/schedules"
 	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/internal/storejson"
 )
@@ -19,7 +20,7 @@ import (
 // in three buckets. None expires: a schedule holds until it fires for the
 // last time or someone removes it, and a channel holds at most its limit.
 var (
-	// ID → agent.Schedule JSON, its firing state (Owner, Lease) included.
+	// ID → schedules.Schedule JSON, its firing state (Owner, Lease) included.
 	bucketSchedules = []byte("schedules")
 	// The index ClaimSchedules reads: 8 bytes of Unix ms (a pending
 	// schedule's due time, a firing one's lease end) then the ID → empty.
@@ -28,10 +29,10 @@ var (
 	bucketScheduleChannels = []byte("schedchan")
 )
 
-var _ agent.ScheduleStore = (*Store)(nil)
+var _ schedules.Store = (*Store)(nil)
 
 // dueKey is sch's key in bucketScheduleDue.
-func dueKey(sch agent.Schedule) []byte {
+func dueKey(sch schedules.Schedule) []byte {
 	at := sch.Due
 	if sch.Owner != "" {
 		at = sch.Lease
@@ -40,7 +41,7 @@ func dueKey(sch agent.Schedule) []byte {
 }
 
 // getSchedule reads the schedule id; ok is false if there is none.
-func getSchedule(tx *bbolt.Tx, id string) (sch agent.Schedule, ok bool, err error) {
+func getSchedule(tx *bbolt.Tx, id string) (sch schedules.Schedule, ok bool, err error) {
 	data := tx.Bucket(bucketSchedules).Get([]byte(id))
 	if data == nil {
 		return sch, false, nil
@@ -53,7 +54,7 @@ func getSchedule(tx *bbolt.Tx, id string) (sch agent.Schedule, ok bool, err erro
 
 // putSchedule writes sch and its index entry; old, if not nil, is the
 // entry it had.
-func putSchedule(tx *bbolt.Tx, sch agent.Schedule, old []byte) error {
+func putSchedule(tx *bbolt.Tx, sch schedules.Schedule, old []byte) error {
 	data, err := storejson.Marshal(sch)
 	if err != nil {
 		return err
@@ -72,7 +73,7 @@ func putSchedule(tx *bbolt.Tx, sch agent.Schedule, old []byte) error {
 
 // deleteSchedule deletes sch, its index entry and its place in its
 // channel's bucket.
-func deleteSchedule(tx *bbolt.Tx, sch agent.Schedule) error {
+func deleteSchedule(tx *bbolt.Tx, sch schedules.Schedule) error {
 	if err := tx.Bucket(bucketScheduleDue).Delete(dueKey(sch)); err != nil {
 		return err
 	}
@@ -94,8 +95,8 @@ func deleteSchedule(tx *bbolt.Tx, sch agent.Schedule) error {
 	return nil
 }
 
-// AddSchedule implements agent.ScheduleStore.
-func (s *Store) AddSchedule(ctx context.Context, sch agent.Schedule, max int) error {
+// AddSchedule implements schedules.Store.
+func (s *Store) AddSchedule(ctx context.Context, sch schedules.Schedule, max int) error {
 	if err := storegov.CheckSchedule(sch, max); err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func (s *Store) AddSchedule(ctx context.Context, sch agent.Schedule, max int) er
 			return err
 		}
 		if count(cb) >= max {
-			return agent.ErrScheduleLimit
+			return schedules.ErrScheduleLimit
 		}
 		if err := cb.Put([]byte(sch.ID), []byte{}); err != nil {
 			return err
@@ -117,12 +118,12 @@ func (s *Store) AddSchedule(ctx context.Context, sch agent.Schedule, max int) er
 	})
 }
 
-// Schedules implements agent.ScheduleStore.
-func (s *Store) Schedules(ctx context.Context, channel agent.SessionKey) ([]agent.Schedule, error) {
+// Schedules implements schedules.Store.
+func (s *Store) Schedules(ctx context.Context, channel agent.SessionKey) ([]schedules.Schedule, error) {
 	if err := channel.Validate(); err != nil {
 		return nil, err
 	}
-	var out []agent.Schedule
+	var out []schedules.Schedule
 	err := s.view(ctx, "schedules", func(tx *bbolt.Tx) error {
 		cb := tx.Bucket(bucketScheduleChannels).Bucket([]byte(channel.Channel().String()))
 		if cb == nil {
@@ -143,8 +144,8 @@ func (s *Store) Schedules(ctx context.Context, channel agent.SessionKey) ([]agen
 	return out, nil
 }
 
-// RemoveSchedule implements agent.ScheduleStore.
-func (s *Store) RemoveSchedule(ctx context.Context, channel agent.SessionKey, id string) (sch agent.Schedule, err error) {
+// RemoveSchedule implements schedules.Store.
+func (s *Store) RemoveSchedule(ctx context.Context, channel agent.SessionKey, id string) (sch schedules.Schedule, err error) {
 	if err := channel.Validate(); err != nil {
 		return sch, err
 	}
@@ -173,12 +174,12 @@ func cmpErr(err, other error) error {
 	return other
 }
 
-// ClaimSchedules implements agent.ScheduleStore.
-func (s *Store) ClaimSchedules(ctx context.Context, owner string, ttl time.Duration, limit int) ([]agent.Schedule, error) {
+// ClaimSchedules implements schedules.Store.
+func (s *Store) ClaimSchedules(ctx context.Context, owner string, ttl time.Duration, limit int) ([]schedules.Schedule, error) {
 	if err := storegov.CheckClaimSchedules(owner, ttl, limit); err != nil {
 		return nil, err
 	}
-	var out []agent.Schedule
+	var out []schedules.Schedule
 	err := s.update(ctx, "claim schedules", func(tx *bbolt.Tx) error {
 		now := time.Now()
 		// Milliseconds, as the index (and the Redis store) keeps them.
@@ -214,8 +215,8 @@ func (s *Store) ClaimSchedules(ctx context.Context, owner string, ttl time.Durat
 	return out, nil
 }
 
-// FinishSchedule implements agent.ScheduleStore.
-func (s *Store) FinishSchedule(ctx context.Context, sch agent.Schedule, owner string, next time.Time) error {
+// FinishSchedule implements schedules.Store.
+func (s *Store) FinishSchedule(ctx context.Context, sch schedules.Schedule, owner string, next time.Time) error {
 	if err := storegov.CheckFinishSchedule(sch, owner); err != nil {
 		return err
 	}

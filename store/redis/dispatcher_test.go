@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/internal/testkit/dispatch"
 	"github.com/firstmate/firstmate/tools"
 )
 
@@ -46,14 +47,7 @@ func dispatcherOn(tb testing.TB, s *Store) (*agent.Dispatcher, *answers) {
 		return tools.Result{Text: "ok"}, nil
 	})})
 	a := &answers{}
-	d := agent.NewDispatcher(agent.DispatcherConfig{
-		Store: s, Loop: &agent.Loop{Model: instantModel{}}, Tools: set, WorkspaceDir: tb.TempDir(),
-		Platforms: map[string]agent.Platform{"slack": a}, Workers: 2,
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { d.Run(ctx); close(done) }()
-	tb.Cleanup(func() { cancel(); <-done })
+	d := dispatch.Start(tb, dispatch.Config{Store: s, Model: instantModel{}, Tools: set, Platforms: map[string]agent.Platform{"slack": a}, Workers: 2})
 	return d, a
 }
 

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/internal/storejson"
 )
@@ -19,8 +20,8 @@ import (
 // noKey is the session key of the global records, whose keys have none.
 var noKey agent.SessionKey
 
-// Allowed implements agent.GovernStore.
-func (s *Store) Allowed(ctx context.Context, platform string, kind agent.GrantKind, id string) (bool, error) {
+// Allowed implements govern.Store.
+func (s *Store) Allowed(ctx context.Context, platform string, kind govern.GrantKind, id string) (bool, error) {
 	if err := storegov.CheckSubject(platform, kind, id); err != nil {
 		return false, err
 	}
@@ -31,8 +32,8 @@ func (s *Store) Allowed(ctx context.Context, platform string, kind agent.GrantKi
 	return ok, nil
 }
 
-// Allow implements agent.GovernStore.
-func (s *Store) Allow(ctx context.Context, g agent.Grant) error {
+// Allow implements govern.Store.
+func (s *Store) Allow(ctx context.Context, g govern.Grant) error {
 	if err := storegov.CheckSubject(g.Platform, g.Kind, g.ID); err != nil {
 		return err
 	}
@@ -46,8 +47,8 @@ func (s *Store) Allow(ctx context.Context, g agent.Grant) error {
 	return nil
 }
 
-// Revoke implements agent.GovernStore.
-func (s *Store) Revoke(ctx context.Context, platform string, kind agent.GrantKind, id string) (bool, error) {
+// Revoke implements govern.Store.
+func (s *Store) Revoke(ctx context.Context, platform string, kind govern.GrantKind, id string) (bool, error) {
 	if err := storegov.CheckSubject(platform, kind, id); err != nil {
 		return false, err
 	}
@@ -58,16 +59,16 @@ func (s *Store) Revoke(ctx context.Context, platform string, kind agent.GrantKin
 	return n > 0, nil
 }
 
-// Grants implements agent.GovernStore. Grants are few (admins add them one
+// Grants implements govern.Store. Grants are few (admins add them one
 // by one), so it reads them all.
-func (s *Store) Grants(ctx context.Context, platform string) ([]agent.Grant, error) {
+func (s *Store) Grants(ctx context.Context, platform string) ([]govern.Grant, error) {
 	all, err := s.client.HVals(ctx, s.key(grants, noKey, "")).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis grants: %w", err)
 	}
-	var out []agent.Grant
+	var out []govern.Grant
 	for _, v := range all {
-		var g agent.Grant
+		var g govern.Grant
 		if err := json.Unmarshal([]byte(v), &g); err != nil {
 			return nil, fmt.Errorf("redis grants: %w", err)
 		}
@@ -79,64 +80,64 @@ func (s *Store) Grants(ctx context.Context, platform string) ([]agent.Grant, err
 	return out, nil
 }
 
-// Pair implements agent.GovernStore.
-func (s *Store) Pair(ctx context.Context, p agent.Pairing) (agent.Pairing, bool, error) {
+// Pair implements govern.Store.
+func (s *Store) Pair(ctx context.Context, p govern.Pairing) (govern.Pairing, bool, error) {
 	now := time.Now()
 	if err := storegov.CheckPairing(p, now); err != nil {
-		return agent.Pairing{}, false, err
+		return govern.Pairing{}, false, err
 	}
 	subject := storegov.Subject(p.Platform, p.Kind, p.ID)
 	data, err := storejson.Marshal(storegov.Pairing{Pairing: p, Subject: subject})
 	if err != nil {
-		return agent.Pairing{}, false, err
+		return govern.Pairing{}, false, err
 	}
 	res, err := pairScript.Run(ctx, s.client, s.pairKeys(),
 		now.UnixMilli(), subject, p.Code, data, p.Expires.UnixMilli(), ms(p.Expires.Sub(now))).Slice()
 	if err != nil {
-		return agent.Pairing{}, false, fmt.Errorf("redis pair: %w", err)
+		return govern.Pairing{}, false, fmt.Errorf("redis pair: %w", err)
 	}
 	if len(res) != 2 {
-		return agent.Pairing{}, false, fmt.Errorf("redis pair: script returned %d values", len(res))
+		return govern.Pairing{}, false, fmt.Errorf("redis pair: script returned %d values", len(res))
 	}
 	status, _ := res[0].(int64)
 	if status == 2 {
-		return agent.Pairing{}, false, fmt.Errorf("%w pairing: code %s is another request's", agent.ErrInvalid, p.Code)
+		return govern.Pairing{}, false, fmt.Errorf("%w pairing: code %s is another request's", agent.ErrInvalid, p.Code)
 	}
 	stored, err := decodePairing(res[1])
 	if err != nil {
-		return agent.Pairing{}, false, fmt.Errorf("redis pair: %w", err)
+		return govern.Pairing{}, false, fmt.Errorf("redis pair: %w", err)
 	}
 	return stored, status == 1, nil
 }
 
-// TakePairing implements agent.GovernStore.
-func (s *Store) TakePairing(ctx context.Context, code string) (agent.Pairing, error) {
+// TakePairing implements govern.Store.
+func (s *Store) TakePairing(ctx context.Context, code string) (govern.Pairing, error) {
 	if code == "" {
-		return agent.Pairing{}, agent.ErrNotFound
+		return govern.Pairing{}, agent.ErrNotFound
 	}
 	v, err := takePairingScript.Run(ctx, s.client, s.pairKeys(), time.Now().UnixMilli(), code).Result()
 	if errors.Is(err, goredis.Nil) {
-		return agent.Pairing{}, agent.ErrNotFound
+		return govern.Pairing{}, agent.ErrNotFound
 	}
 	if err != nil {
-		return agent.Pairing{}, fmt.Errorf("redis take pairing: %w", err)
+		return govern.Pairing{}, fmt.Errorf("redis take pairing: %w", err)
 	}
 	p, err := decodePairing(v)
 	if err != nil {
-		return agent.Pairing{}, fmt.Errorf("redis take pairing: %w", err)
+		return govern.Pairing{}, fmt.Errorf("redis take pairing: %w", err)
 	}
 	return p, nil
 }
 
-// Pairings implements agent.GovernStore. It leaves expired requests for
+// Pairings implements govern.Store. It leaves expired requests for
 // the next Pair or TakePairing to drop.
-func (s *Store) Pairings(ctx context.Context) ([]agent.Pairing, error) {
+func (s *Store) Pairings(ctx context.Context) ([]govern.Pairing, error) {
 	all, err := s.client.HVals(ctx, s.key(pairCodes, noKey, "")).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis pairings: %w", err)
 	}
 	now := time.Now()
-	var out []agent.Pairing
+	var out []govern.Pairing
 	for _, v := range all {
 		p, err := decodePairing(v)
 		if err != nil {
@@ -150,19 +151,19 @@ func (s *Store) Pairings(ctx context.Context) ([]agent.Pairing, error) {
 	return out, nil
 }
 
-func decodePairing(v any) (agent.Pairing, error) {
+func decodePairing(v any) (govern.Pairing, error) {
 	data, ok := v.(string)
 	if !ok {
-		return agent.Pairing{}, fmt.Errorf("pairing: unexpected reply %T", v)
+		return govern.Pairing{}, fmt.Errorf("pairing: unexpected reply %T", v)
 	}
 	var p storegov.Pairing
 	if err := json.Unmarshal([]byte(data), &p); err != nil {
-		return agent.Pairing{}, fmt.Errorf("pairing: %w", err)
+		return govern.Pairing{}, fmt.Errorf("pairing: %w", err)
 	}
 	return p.Pairing, nil
 }
 
-// Once implements agent.GovernStore.
+// Once implements govern.Store.
 func (s *Store) Once(ctx context.Context, name string, ttl time.Duration) (bool, error) {
 	if err := storegov.CheckName("once", name, ttl); err != nil {
 		return false, err
@@ -174,7 +175,7 @@ func (s *Store) Once(ctx context.Context, name string, ttl time.Duration) (bool,
 	return first, nil
 }
 
-// Hit implements agent.GovernStore. The counter and its TTL are set in one
+// Hit implements govern.Store. The counter and its TTL are set in one
 // MULTI, so a counter never lives without a TTL.
 func (s *Store) Hit(ctx context.Context, name string, window time.Duration) (int64, error) {
 	if err := storegov.CheckName("hit", name, window); err != nil {
@@ -194,7 +195,7 @@ func (s *Store) Hit(ctx context.Context, name string, window time.Duration) (int
 	return incr.Val(), nil
 }
 
-// AddUsage implements agent.GovernStore.
+// AddUsage implements govern.Store.
 func (s *Store) AddUsage(ctx context.Context, channel agent.SessionKey, day string, tokens int64) (int64, error) {
 	if err := storegov.CheckUsage(channel, day, tokens); err != nil {
 		return 0, err
@@ -212,7 +213,7 @@ func (s *Store) AddUsage(ctx context.Context, channel agent.SessionKey, day stri
 	return incr.Val(), nil
 }
 
-// Usage implements agent.GovernStore.
+// Usage implements govern.Store.
 func (s *Store) Usage(ctx context.Context, channel agent.SessionKey, day string) (int64, error) {
 	if err := storegov.CheckUsage(channel, day, 0); err != nil {
 		return 0, err
@@ -227,7 +228,7 @@ func (s *Store) Usage(ctx context.Context, channel agent.SessionKey, day string)
 	return n, nil
 }
 
-// PutApproval implements agent.GovernStore.
+// PutApproval implements govern.Store.
 func (s *Store) PutApproval(ctx context.Context, a agent.Approval) error {
 	a, err := storegov.CheckApproval(a)
 	if err != nil {
@@ -248,7 +249,7 @@ func (s *Store) PutApproval(ctx context.Context, a agent.Approval) error {
 	return nil
 }
 
-// Approval implements agent.GovernStore.
+// Approval implements govern.Store.
 func (s *Store) Approval(ctx context.Context, id string) (agent.Approval, error) {
 	if id == "" {
 		return agent.Approval{}, agent.ErrNotFound
@@ -269,8 +270,8 @@ func (s *Store) Approval(ctx context.Context, id string) (agent.Approval, error)
 	return a, nil
 }
 
-// DecideApproval implements agent.GovernStore.
-func (s *Store) DecideApproval(ctx context.Context, id string, d agent.ApprovalDecision) (agent.Approval, bool, error) {
+// DecideApproval implements govern.Store.
+func (s *Store) DecideApproval(ctx context.Context, id string, d govern.ApprovalDecision) (agent.Approval, bool, error) {
 	dec, err := storegov.CheckDecision(id, d, time.Now())
 	if err != nil {
 		return agent.Approval{}, false, err
@@ -302,10 +303,10 @@ func (s *Store) DecideApproval(ctx context.Context, id string, d agent.ApprovalD
 	return a, decided == 1, nil
 }
 
-// Audit implements agent.GovernStore. The stream is trimmed approximately
+// Audit implements govern.Store. The stream is trimmed approximately
 // (MAXLEN ~), which Redis does in whole nodes of the stream; AuditLog reads
 // no further back than the cap, so what readers see is capped exactly.
-func (s *Store) Audit(ctx context.Context, e agent.AuditEntry) error {
+func (s *Store) Audit(ctx context.Context, e govern.AuditEntry) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
@@ -329,11 +330,11 @@ func (s *Store) Audit(ctx context.Context, e agent.AuditEntry) error {
 // auditPage is how many entries AuditLog reads per XREVRANGE at most.
 const auditPage = 1000
 
-// AuditLog implements agent.GovernStore. It reads the stream newest first,
+// AuditLog implements govern.Store. It reads the stream newest first,
 // a page at a time, until it has q.Limit matching entries, reaches the
 // cap, or reaches the entries appended before q.Since (less
 // storegov.AuditSkew, for an entry whose Time ran ahead of Redis's clock).
-func (s *Store) AuditLog(ctx context.Context, q agent.AuditQuery) ([]agent.AuditEntry, error) {
+func (s *Store) AuditLog(ctx context.Context, q govern.AuditQuery) ([]govern.AuditEntry, error) {
 	limit := storegov.AuditLimit(q)
 	oldest := "-"
 	if !q.Since.IsZero() {
@@ -341,7 +342,7 @@ func (s *Store) AuditLog(ctx context.Context, q agent.AuditQuery) ([]agent.Audit
 	}
 	page := int64(min(max(2*limit, 100), auditPage))
 	newest := "+"
-	var out []agent.AuditEntry
+	var out []govern.AuditEntry
 	read := 0
 	for len(out) < limit && read < s.auditCap {
 		msgs, err := s.client.XRevRangeN(ctx, s.key(audit, noKey, ""), newest, oldest, min(page, int64(s.auditCap-read))).Result()
@@ -351,7 +352,7 @@ func (s *Store) AuditLog(ctx context.Context, q agent.AuditQuery) ([]agent.Audit
 		for _, m := range msgs {
 			read++
 			data, _ := m.Values["e"].(string)
-			var e agent.AuditEntry
+			var e govern.AuditEntry
 			if err := json.Unmarshal([]byte(data), &e); err != nil {
 				return nil, fmt.Errorf("redis audit log: entry %s: %w", m.ID, err)
 			}

@@ -131,7 +131,7 @@ const (
 	// its claimer's lease (Unix ms), so one range finds what fell due and
 	// what a dead replica left firing.
 	scheduleDue
-	// The schedules: a hash of ID → agent.Schedule JSON, as pending (its
+	// The schedules: a hash of ID → schedules.Schedule JSON, as pending (its
 	// firing state is in scheduleFiring and scheduleDue).
 	scheduleData
 	// The firing schedules: a hash of ID → the owner that claimed it.

@@ -141,7 +141,7 @@ func TestSentinel(t *testing.T) {
 		openErr(t, "redis://:"+spw+"@"+saddr, "the server is a sentinel; use redis+sentinel://host:port/MASTER")
 	})
 
-	storetest.Run(t, func(t *testing.T, c storetest.Config) agent.Store {
+	storetest.Run(t, func(t *testing.T, c storetest.Config) storetest.Store {
 		return open(t, Options{Retention: c.Retention, AuditCap: c.AuditCap})
 	})
 }

@@ -359,7 +359,7 @@ func TestClusterConformance(t *testing.T) {
 			}
 		}
 	})
-	storetest.Run(t, func(t *testing.T, c storetest.Config) agent.Store {
+	storetest.Run(t, func(t *testing.T, c storetest.Config) storetest.Store {
 		return open(t, Options{Retention: c.Retention, AuditCap: c.AuditCap})
 	})
 }

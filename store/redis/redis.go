@@ -43,10 +43,13 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
+	"github.com/firstmate/firstmate/agent/schedules"
 	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/internal/storejson"
 	"github.com/firstmate/firstmate/store/internal/storelease"
 	"github.com/firstmate/firstmate/store/redis/redisurl"
+	"github.com/firstmate/firstmate/tools"
 )
 
 // Options configure a Store.
@@ -74,7 +77,14 @@ type Store struct {
 	desc string
 }
 
-var _ agent.Store = (*Store)(nil)
+// The roles the store plays: the dispatcher's sessions, the gate's
+// governance, schedules, the background jobs' board.
+var (
+	_ agent.Sessions  = (*Store)(nil)
+	_ govern.Store    = (*Store)(nil)
+	_ schedules.Store = (*Store)(nil)
+	_ tools.JobBoard  = (*Store)(nil)
+)
 
 // New returns a Store on client, which it owns from then on: Close closes it.
 // It panics if opts.Prefix contains a brace; Open reports that as an error.

@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/storetest"
 )
@@ -94,7 +95,7 @@ func newStore(t testing.TB, ret agent.Retention) (*Store, *goredis.Client) {
 
 func TestConformance(t *testing.T) {
 	newClient(t).Close() // skip here, not in every subtest
-	storetest.Run(t, func(t *testing.T, c storetest.Config) agent.Store {
+	storetest.Run(t, func(t *testing.T, c storetest.Config) storetest.Store {
 		return New(newClient(t), Options{Prefix: testPrefix(t), Retention: c.Retention, AuditCap: c.AuditCap})
 	})
 }
@@ -589,10 +590,10 @@ func TestGovernKeys(t *testing.T) {
 	ctx := t.Context()
 	ch := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}
 	now := time.Now()
-	if err := s.Allow(ctx, agent.Grant{Platform: "telegram", Kind: agent.GrantUser, ID: "42"}); err != nil {
+	if err := s.Allow(ctx, govern.Grant{Platform: "telegram", Kind: govern.GrantUser, ID: "42"}); err != nil {
 		t.Fatal(err)
 	}
-	p := agent.Pairing{Code: "K7QP-M2XD", Platform: "telegram", Kind: agent.GrantUser, ID: "43", Created: now, Expires: now.Add(time.Hour)}
+	p := govern.Pairing{Code: "K7QP-M2XD", Platform: "telegram", Kind: govern.GrantUser, ID: "43", Created: now, Expires: now.Add(time.Hour)}
 	if _, _, err := s.Pair(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +609,7 @@ func TestGovernKeys(t *testing.T) {
 	if err := s.PutApproval(ctx, agent.Approval{ID: "a1", Key: ch, Deadline: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Audit(ctx, agent.AuditEntry{Action: agent.AuditPolicySet}); err != nil {
+	if err := s.Audit(ctx, govern.AuditEntry{Action: govern.AuditPolicySet}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -717,7 +718,7 @@ func TestAuditCapTrimsTheStream(t *testing.T) {
 	defer s.Close()
 	ctx := t.Context()
 	for i := range 2000 {
-		if err := s.Audit(ctx, agent.AuditEntry{Action: "test", Detail: fmt.Sprint(i)}); err != nil {
+		if err := s.Audit(ctx, govern.AuditEntry{Action: "test", Detail: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -730,7 +731,7 @@ func TestAuditCapTrimsTheStream(t *testing.T) {
 	if n < 200 || n > 400 {
 		t.Errorf("stream holds %d entries, want about 200", n)
 	}
-	got, err := s.AuditLog(ctx, agent.AuditQuery{Limit: 1000})
+	got, err := s.AuditLog(ctx, govern.AuditQuery{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/schedules"
 	"github.com/firstmate/firstmate/store/internal/storegov"
 	"github.com/firstmate/firstmate/store/internal/storejson"
 )
@@ -21,7 +22,7 @@ import (
 // range query finds both the schedules that fell due and those whose
 // claimer died. The scripts read the server's clock (TIME): every replica
 // goes by the same one.
-var _ agent.ScheduleStore = (*Store)(nil)
+var _ schedules.Store = (*Store)(nil)
 
 // scheduleKeys returns the keys the schedule scripts take, in the order
 // they expect them: the due set, the records, the firing owners and, when
@@ -140,8 +141,8 @@ end
 return 1
 `)
 
-// AddSchedule implements agent.ScheduleStore.
-func (s *Store) AddSchedule(ctx context.Context, sch agent.Schedule, max int) error {
+// AddSchedule implements schedules.Store.
+func (s *Store) AddSchedule(ctx context.Context, sch schedules.Schedule, max int) error {
 	if err := storegov.CheckSchedule(sch, max); err != nil {
 		return err
 	}
@@ -155,15 +156,15 @@ func (s *Store) AddSchedule(ctx context.Context, sch agent.Schedule, max int) er
 	}
 	switch n {
 	case 0:
-		return agent.ErrScheduleLimit
+		return schedules.ErrScheduleLimit
 	case -1:
 		return fmt.Errorf("%w schedule ID %s: taken", agent.ErrInvalid, sch.ID)
 	}
 	return nil
 }
 
-// Schedules implements agent.ScheduleStore.
-func (s *Store) Schedules(ctx context.Context, channel agent.SessionKey) ([]agent.Schedule, error) {
+// Schedules implements schedules.Store.
+func (s *Store) Schedules(ctx context.Context, channel agent.SessionKey) ([]schedules.Schedule, error) {
 	if err := channel.Validate(); err != nil {
 		return nil, err
 	}
@@ -171,7 +172,7 @@ func (s *Store) Schedules(ctx context.Context, channel agent.SessionKey) ([]agen
 	if err != nil {
 		return nil, fmt.Errorf("redis schedules: %w", err)
 	}
-	var out []agent.Schedule
+	var out []schedules.Schedule
 	for i := 0; i+2 < len(res); i += 3 {
 		sch, err := decodeSchedule(res[i], res[i+1], res[i+2])
 		if err != nil {
@@ -183,33 +184,33 @@ func (s *Store) Schedules(ctx context.Context, channel agent.SessionKey) ([]agen
 	return out, nil
 }
 
-// RemoveSchedule implements agent.ScheduleStore.
-func (s *Store) RemoveSchedule(ctx context.Context, channel agent.SessionKey, id string) (agent.Schedule, error) {
+// RemoveSchedule implements schedules.Store.
+func (s *Store) RemoveSchedule(ctx context.Context, channel agent.SessionKey, id string) (schedules.Schedule, error) {
 	if err := channel.Validate(); err != nil {
-		return agent.Schedule{}, err
+		return schedules.Schedule{}, err
 	}
 	if id == "" {
-		return agent.Schedule{}, agent.ErrNotFound
+		return schedules.Schedule{}, agent.ErrNotFound
 	}
 	res, err := removeScheduleScript.Run(ctx, s.client, s.scheduleKeys(channel.Channel()), id).StringSlice()
 	if errors.Is(err, goredis.Nil) {
-		return agent.Schedule{}, agent.ErrNotFound
+		return schedules.Schedule{}, agent.ErrNotFound
 	}
 	if err != nil {
-		return agent.Schedule{}, fmt.Errorf("redis remove schedule: %w", err)
+		return schedules.Schedule{}, fmt.Errorf("redis remove schedule: %w", err)
 	}
 	if len(res) != 2 {
-		return agent.Schedule{}, fmt.Errorf("redis remove schedule: script returned %d values", len(res))
+		return schedules.Schedule{}, fmt.Errorf("redis remove schedule: script returned %d values", len(res))
 	}
 	sch, err := decodeSchedule(res[0], res[1], "")
 	if err != nil {
-		return agent.Schedule{}, fmt.Errorf("redis remove schedule: %w", err)
+		return schedules.Schedule{}, fmt.Errorf("redis remove schedule: %w", err)
 	}
 	return sch, nil
 }
 
-// ClaimSchedules implements agent.ScheduleStore.
-func (s *Store) ClaimSchedules(ctx context.Context, owner string, ttl time.Duration, limit int) ([]agent.Schedule, error) {
+// ClaimSchedules implements schedules.Store.
+func (s *Store) ClaimSchedules(ctx context.Context, owner string, ttl time.Duration, limit int) ([]schedules.Schedule, error) {
 	if err := storegov.CheckClaimSchedules(owner, ttl, limit); err != nil {
 		return nil, err
 	}
@@ -225,7 +226,7 @@ func (s *Store) ClaimSchedules(ctx context.Context, owner string, ttl time.Durat
 	if !ok {
 		return nil, fmt.Errorf("redis claim schedules: unexpected reply %T", res[1])
 	}
-	var out []agent.Schedule
+	var out []schedules.Schedule
 	for _, e := range entries {
 		data, ok := e.(string)
 		if !ok {
@@ -240,8 +241,8 @@ func (s *Store) ClaimSchedules(ctx context.Context, owner string, ttl time.Durat
 	return out, nil
 }
 
-// FinishSchedule implements agent.ScheduleStore.
-func (s *Store) FinishSchedule(ctx context.Context, sch agent.Schedule, owner string, next time.Time) error {
+// FinishSchedule implements schedules.Store.
+func (s *Store) FinishSchedule(ctx context.Context, sch schedules.Schedule, owner string, next time.Time) error {
 	if err := storegov.CheckFinishSchedule(sch, owner); err != nil {
 		return err
 	}
@@ -269,8 +270,8 @@ func (s *Store) FinishSchedule(ctx context.Context, sch agent.Schedule, owner st
 // decodeSchedule reads a stored schedule with its firing state: owner ""
 // for a pending one, whose score is its due time, else the owner and its
 // lease's end (ms).
-func decodeSchedule(data, owner, score string) (agent.Schedule, error) {
-	var sch agent.Schedule
+func decodeSchedule(data, owner, score string) (schedules.Schedule, error) {
+	var sch schedules.Schedule
 	if err := json.Unmarshal([]byte(data), &sch); err != nil {
 		return sch, fmt.Errorf("schedule: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/schedules"
+	"github.com/firstmate/firstmate/internal/testkit/dispatch"
 	"github.com/firstmate/firstmate/tools/schedule"
 )
 
@@ -19,7 +21,7 @@ func TestScheduleKeys(t *testing.T) {
 	ctx := t.Context()
 	key := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}
 	for i, due := range []time.Time{time.Now().Add(-time.Second), time.Now().Add(time.Hour)} {
-		sch := agent.Schedule{ID: "s" + string(rune('1'+i)), Key: key, By: agent.User{ID: "U1"}, Kind: schedule.Once, Prompt: "p", Due: due}
+		sch := schedules.Schedule{ID: "s" + string(rune('1'+i)), Key: key, By: agent.User{ID: "U1"}, Kind: schedule.Once, Prompt: "p", Due: due}
 		if err := s.AddSchedule(ctx, sch, 10); err != nil {
 			t.Fatal(err)
 		}
@@ -85,20 +87,14 @@ func TestScheduleFiresOnceOnTwoReplicas(t *testing.T) {
 		s := New(newClient(t), Options{Prefix: prefix})
 		t.Cleanup(func() { s.Close() })
 		stores = append(stores, s)
-		d := agent.NewDispatcher(agent.DispatcherConfig{
-			Store: s, Loop: &agent.Loop{Model: m}, WorkspaceDir: t.TempDir(), Platforms: map[string]agent.Platform{"slack": &answers{}},
+		dispatch.Start(t, dispatch.Config{Store: s, Model: m, Platforms: map[string]agent.Platform{"slack": &answers{}},
 			Workers: 2, Owner: agent.Owner("r", int64(i+1)), ReadyEvery: 50 * time.Millisecond,
-			Scheduler: agent.NewScheduler(s, agent.ScheduleConfig{Every: 5 * time.Millisecond}),
-		})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { d.Run(ctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
+			Scheduler: schedules.New(s, schedules.Config{Every: 5 * time.Millisecond})})
 	}
 	ctx := t.Context()
 	key := agent.SessionKey{Platform: "slack", Team: "T1", Chat: "C1", Thread: "1700.01"}
 	for i, prompt := range []string{"first", "second", "third"} {
-		sch := agent.Schedule{ID: "s" + prompt, Key: key, By: agent.User{ID: "U1", Name: "ann"}, Kind: schedule.Once, Prompt: "do the " + prompt,
+		sch := schedules.Schedule{ID: "s" + prompt, Key: key, By: agent.User{ID: "U1", Name: "ann"}, Kind: schedule.Once, Prompt: "do the " + prompt,
 			Due: time.Now().Add(time.Duration(i) * 20 * time.Millisecond), Created: time.Now()}
 		if i == 2 {
 			sch.Kind, sch.Cron, sch.TZ, sch.Due = schedule.Cron, "0 9 * * *", "UTC", time.Now().Add(-50*time.Hour)

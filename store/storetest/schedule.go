@@ -1,6 +1,6 @@
 package storetest
 
-// The tests of agent.ScheduleStore. Beyond its comments they pin down:
+// The tests of schedules.Store. Beyond its comments they pin down:
 //
 //   - A channel's schedules are those made in any of its threads; the
 //     limit counts them together, firing ones included. Another channel's
@@ -27,34 +27,35 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/schedules"
 	"github.com/firstmate/firstmate/tools/schedule"
 )
 
 // schedules returns the store under test as a schedule store: every store
 // is one.
-func (s suite) schedules(t *testing.T) agent.ScheduleStore {
+func (s suite) schedules(t *testing.T) schedules.Store {
 	t.Helper()
 	st := s.store(t, agent.Retention{})
-	ss, ok := st.(agent.ScheduleStore)
+	ss, ok := st.(schedules.Store)
 	if !ok {
-		t.Fatalf("%T does not implement agent.ScheduleStore", st)
+		t.Fatalf("%T does not implement schedules.Store", st)
 	}
 	return ss
 }
 
 // aSchedule is a one-shot schedule of key, due at due.
-func aSchedule(id string, key agent.SessionKey, due time.Time) agent.Schedule {
-	return agent.Schedule{ID: id, Key: key, By: agent.User{ID: "U1", Name: "ann"}, Kind: schedule.Once,
+func aSchedule(id string, key agent.SessionKey, due time.Time) schedules.Schedule {
+	return schedules.Schedule{ID: id, Key: key, By: agent.User{ID: "U1", Name: "ann"}, Kind: schedule.Once,
 		Prompt: "prompt of " + id, Due: due.Truncate(time.Millisecond), Created: time.Unix(1700000000, 0).UTC()}
 }
 
-func sameSchedule(a, b agent.Schedule) bool {
+func sameSchedule(a, b schedules.Schedule) bool {
 	return a.ID == b.ID && a.Key == b.Key && a.By == b.By && a.Kind == b.Kind && a.Prompt == b.Prompt && a.Cron == b.Cron &&
 		a.TZ == b.TZ && a.Job == b.Job && a.Space == b.Space && a.Due.Equal(b.Due) && a.Until.Equal(b.Until) &&
 		a.Created.Equal(b.Created) && a.Owner == b.Owner && a.Lease.Equal(b.Lease)
 }
 
-func wantSchedules(t *testing.T, ss agent.ScheduleStore, channel agent.SessionKey, want ...agent.Schedule) []agent.Schedule {
+func wantSchedules(t *testing.T, ss schedules.Store, channel agent.SessionKey, want ...schedules.Schedule) []schedules.Schedule {
 	t.Helper()
 	got, err := ss.Schedules(t.Context(), channel)
 	if err != nil {
@@ -71,7 +72,7 @@ func wantSchedules(t *testing.T, ss agent.ScheduleStore, channel agent.SessionKe
 	return got
 }
 
-func claimSchedules(t *testing.T, ss agent.ScheduleStore, owner string, ttl time.Duration, limit int) []agent.Schedule {
+func claimSchedules(t *testing.T, ss schedules.Store, owner string, ttl time.Duration, limit int) []schedules.Schedule {
 	t.Helper()
 	got, err := ss.ClaimSchedules(t.Context(), owner, ttl, limit)
 	if err != nil {
@@ -80,7 +81,7 @@ func claimSchedules(t *testing.T, ss agent.ScheduleStore, owner string, ttl time
 	return got
 }
 
-func scheduleIDs(all []agent.Schedule) []string {
+func scheduleIDs(all []schedules.Schedule) []string {
 	out := make([]string, len(all))
 	for i, s := range all {
 		out[i] = s.ID
@@ -100,7 +101,7 @@ func (s suite) testSchedules(t *testing.T) {
 	job := aSchedule("job", threadA, now.Add(5*time.Second))
 	job.Kind, job.Job, job.Space, job.Until = schedule.Job, 3, "slack_T1_C1", now.Add(24*time.Hour).Truncate(time.Millisecond)
 	other := aSchedule("other", chanB, now.Add(time.Minute))
-	for _, sch := range []agent.Schedule{later, soon, cron, job, other} {
+	for _, sch := range []schedules.Schedule{later, soon, cron, job, other} {
 		if err := ss.AddSchedule(ctx, sch, 4); err != nil {
 			t.Fatalf("AddSchedule(%s): %v", sch.ID, err)
 		}
@@ -113,7 +114,7 @@ func (s suite) testSchedules(t *testing.T) {
 
 	// The limit counts the channel's threads together.
 	full := aSchedule("full", threadB, now.Add(time.Hour))
-	wantErr(t, "AddSchedule over the limit", ss.AddSchedule(ctx, full, 4), agent.ErrScheduleLimit)
+	wantErr(t, "AddSchedule over the limit", ss.AddSchedule(ctx, full, 4), schedules.ErrScheduleLimit)
 	if err := ss.AddSchedule(ctx, full, 5); err != nil {
 		t.Fatalf("AddSchedule under a higher limit: %v", err)
 	}
@@ -135,7 +136,7 @@ func (s suite) testSchedules(t *testing.T) {
 	}
 	wantSchedules(t, ss, chanA, job, full, later, cron)
 	// Removing makes room again.
-	if err := ss.AddSchedule(ctx, soon, 4); !errors.Is(err, agent.ErrScheduleLimit) {
+	if err := ss.AddSchedule(ctx, soon, 4); !errors.Is(err, schedules.ErrScheduleLimit) {
 		t.Fatalf("AddSchedule at the limit = %v", err)
 	}
 	if _, err := ss.RemoveSchedule(ctx, chanA, "full"); err != nil {
@@ -163,7 +164,7 @@ func (s suite) testScheduleClaim(t *testing.T) {
 	b := aSchedule("b", threadB, now.Add(-time.Minute))
 	c := aSchedule("c", chanB, now.Add(-time.Second))
 	future := aSchedule("future", chanA, now.Add(time.Hour))
-	for _, sch := range []agent.Schedule{c, future, a, b} {
+	for _, sch := range []schedules.Schedule{c, future, a, b} {
 		if err := ss.AddSchedule(ctx, sch, 10); err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +175,7 @@ func (s suite) testScheduleClaim(t *testing.T) {
 	if !slices.Equal(scheduleIDs(got), []string{"a", "b"}) {
 		t.Fatalf("ClaimSchedules(limit 2) = %q; want a, b", scheduleIDs(got))
 	}
-	for i, want := range []agent.Schedule{a, b} {
+	for i, want := range []schedules.Schedule{a, b} {
 		g := got[i]
 		if g.Owner != "w1" || g.Lease.Before(before.Add(minute-time.Second)) || g.Lease.After(time.Now().Add(minute+time.Second)) {
 			t.Errorf("claimed %s: owner %q lease %v; want w1 and about a minute from now", g.ID, g.Owner, g.Lease)
@@ -219,7 +220,7 @@ func (s suite) testScheduleClaim(t *testing.T) {
 }
 
 // got0 is the claimed copy of want in got.
-func got0(got []agent.Schedule, want agent.Schedule) agent.Schedule {
+func got0(got []schedules.Schedule, want schedules.Schedule) schedules.Schedule {
 	for _, g := range got {
 		if g.ID == want.ID {
 			return g
@@ -311,11 +312,11 @@ func (s suite) testScheduleInvalid(t *testing.T) {
 	ss := s.schedules(t)
 	due := time.Now().Add(-time.Minute)
 	good := aSchedule("good", threadA, due)
-	for name, bad := range map[string]agent.Schedule{
+	for name, bad := range map[string]schedules.Schedule{
 		"no ID":  aSchedule("", threadA, due),
 		"no key": aSchedule("x", agent.SessionKey{Platform: "slack"}, due),
 		"no due": aSchedule("x", threadA, time.Time{}),
-		"firing": func() agent.Schedule { s := aSchedule("x", threadA, due); s.Owner = "w1"; return s }(),
+		"firing": func() schedules.Schedule { s := aSchedule("x", threadA, due); s.Owner = "w1"; return s }(),
 	} {
 		wantErr(t, "AddSchedule "+name, ss.AddSchedule(ctx, bad, 10), agent.ErrInvalid)
 	}

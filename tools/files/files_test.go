@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/firstmate/firstmate/internal/testkit/fstest"
 	"github.com/firstmate/firstmate/tools"
 	"github.com/firstmate/firstmate/tools/files"
-	"github.com/firstmate/firstmate/tools/internal/fstest"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 

@@ -2,12 +2,16 @@ package mcp_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
+	"github.com/firstmate/firstmate/tools"
 	"github.com/firstmate/firstmate/tools/mcp"
 )
 
@@ -45,21 +49,21 @@ func (m *scripted) Complete(_ context.Context, req *agent.Request) (*agent.Respo
 func TestPolicyDeniedServerNeverOffered(t *testing.T) {
 	url := httpServer(t, "")
 	e := newEnv(t, mcp.Config{AllowNetworks: loopback}, mcp.Server{Name: "notes", URL: url}, mcp.Server{Name: "wiki", URL: url})
-	if agent.GroupOf("notes__echo") != "mcp:notes" {
-		t.Fatalf("group of notes__echo: %q", agent.GroupOf("notes__echo"))
+	if g := govern.GroupOf(e.set.Current(), "notes__echo"); g != "mcp:notes" {
+		t.Fatalf("group of notes__echo: %q", g)
 	}
-	rule, err := agent.ParseRuleName("mcp:notes", e.set.Current().Known())
+	rule, err := govern.ParseRuleName("mcp:notes", e.set.Current())
 	if err != nil || rule != "group:mcp:notes" {
 		t.Fatalf("mcp:notes is not a group here: %q, %v", rule, err)
 	}
-	policy := agent.NewPolicy(agent.SessionKey{Platform: "test", Chat: "C1"}, agent.PolicyDefaults{
+	policy := govern.NewPolicy(agent.SessionKey{Platform: "test", Chat: "C1"}, govern.Defaults{
 		Default: agent.ToolAllow,
 		Rules:   map[string]agent.ToolMode{"group:mcp:notes": agent.ToolDeny, "wiki__huge": agent.ToolDeny},
-	}, agent.ChannelSettings{})
+	}, agent.ChannelSettings{}, e.set.Current())
 	model := &scripted{calls: []string{"notes__echo", "wiki__echo"}}
 	loop := &agent.Loop{Model: model}
 	out, err := loop.Run(t.Context(), &agent.Turn{Key: agent.SessionKey{Platform: "test", Chat: "C1"},
-		Input: agent.Message{Role: agent.RoleUser, Content: "go"}, Tools: e.set, Workspace: e.ws, Mode: policy.Mode})
+		Input: agent.Message{Role: agent.RoleUser, Content: "go"}, Tools: e.set, Workspace: e.ws, Gate: policyGate{policy, e.set.Current()}})
 	if err != nil || out.Answer != "done" {
 		t.Fatalf("turn: %v, %+v", err, out)
 	}
@@ -78,3 +82,22 @@ func TestPolicyDeniedServerNeverOffered(t *testing.T) {
 		t.Errorf("results %q", model.results)
 	}
 }
+
+// policyGate is a turn's gate with a channel policy and nothing else.
+type policyGate struct {
+	p   *govern.Policy
+	set *tools.Set
+}
+
+func (g policyGate) Mode(name string) agent.ToolMode { return g.p.Mode(name) }
+func (g policyGate) CallMode(c agent.ToolCall) (agent.ToolMode, string) {
+	return g.p.CallMode(g.set, c)
+}
+func (policyGate) BeforeModel(context.Context) error                                       { return nil }
+func (policyGate) AfterModel(context.Context, agent.Usage, time.Duration, error)           {}
+func (policyGate) ToolDone(context.Context, agent.ToolCall, string, string, time.Duration) {}
+func (policyGate) Ask(context.Context, agent.Pending) (agent.Approval, error) {
+	return agent.Approval{}, errors.New("no approvals in this test")
+}
+func (policyGate) Spent() agent.Spent                 { return agent.Spent{} }
+func (policyGate) Flush(context.Context, agent.Spent) {}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/firstmate/firstmate/internal/fakemcp"
+	"github.com/firstmate/firstmate/internal/testkit/fakemcp"
 	"github.com/firstmate/firstmate/tools"
 	"github.com/firstmate/firstmate/tools/mcp"
 	"github.com/firstmate/firstmate/tools/sandbox"

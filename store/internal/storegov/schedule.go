@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/schedules"
 )
 
 // CheckSchedule checks the arguments of AddSchedule.
-func CheckSchedule(s agent.Schedule, max int) error {
+func CheckSchedule(s schedules.Schedule, max int) error {
 	if err := s.Key.Validate(); err != nil {
 		return err
 	}
@@ -52,7 +53,7 @@ func CheckClaimSchedules(owner string, ttl time.Duration, limit int) error {
 }
 
 // CheckFinishSchedule checks the arguments of FinishSchedule.
-func CheckFinishSchedule(s agent.Schedule, owner string) error {
+func CheckFinishSchedule(s schedules.Schedule, owner string) error {
 	if err := s.Key.Validate(); err != nil {
 		return err
 	}
@@ -67,14 +68,14 @@ func CheckFinishSchedule(s agent.Schedule, owner string) error {
 
 // Pending is s as a store writes it pending, due at due: without the
 // firing state.
-func Pending(s agent.Schedule, due time.Time) agent.Schedule {
+func Pending(s schedules.Schedule, due time.Time) schedules.Schedule {
 	s.Due, s.Owner, s.Lease = due, "", time.Time{}
 	return s
 }
 
 // SortSchedules puts a channel's schedules soonest due first, then by ID.
-func SortSchedules(all []agent.Schedule) {
-	slices.SortFunc(all, func(a, b agent.Schedule) int {
+func SortSchedules(all []schedules.Schedule) {
+	slices.SortFunc(all, func(a, b schedules.Schedule) int {
 		return cmp.Or(a.Due.Compare(b.Due), cmp.Compare(a.ID, b.ID))
 	})
 }

@@ -1,5 +1,5 @@
 // Package storegov holds what store/local and store/redis share to implement
-// agent.GovernStore: argument checks, record encodings and limits, so that
+// govern.Store: argument checks, record encodings and limits, so that
 // both stores accept, refuse and keep the same things.
 package storegov
 
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 )
 
 const (
@@ -55,21 +56,21 @@ func Escape(s string) string {
 
 // Subject names what a grant or a pairing is for: "telegram:user:123",
 // each part escaped, so distinct subjects never share a name.
-func Subject(platform string, kind agent.GrantKind, id string) string {
+func Subject(platform string, kind govern.GrantKind, id string) string {
 	return Escape(platform) + ":" + Escape(string(kind)) + ":" + Escape(id)
 }
 
 // CheckSubject checks the arguments that name a grant.
-func CheckSubject(platform string, kind agent.GrantKind, id string) error {
-	if platform == "" || id == "" || (kind != agent.GrantUser && kind != agent.GrantChat) {
+func CheckSubject(platform string, kind govern.GrantKind, id string) error {
+	if platform == "" || id == "" || (kind != govern.GrantUser && kind != govern.GrantChat) {
 		return fmt.Errorf("%w grant: it needs a platform, a kind (user or chat) and an ID", agent.ErrInvalid)
 	}
 	return nil
 }
 
 // SortGrants sorts grants by platform, kind, then ID, as Grants returns them.
-func SortGrants(gs []agent.Grant) {
-	slices.SortFunc(gs, func(a, b agent.Grant) int {
+func SortGrants(gs []govern.Grant) {
+	slices.SortFunc(gs, func(a, b govern.Grant) int {
 		if c := strings.Compare(a.Platform, b.Platform); c != 0 {
 			return c
 		}
@@ -83,12 +84,12 @@ func SortGrants(gs []agent.Grant) {
 // Pairing is a pairing request as stored: the request and its subject,
 // which a store needs to drop the subject's index entry with the request.
 type Pairing struct {
-	agent.Pairing
+	govern.Pairing
 	Subject string `json:"subject"`
 }
 
 // CheckPairing checks a request for Pair at now.
-func CheckPairing(p agent.Pairing, now time.Time) error {
+func CheckPairing(p govern.Pairing, now time.Time) error {
 	if err := CheckSubject(p.Platform, p.Kind, p.ID); err != nil {
 		return err
 	}
@@ -103,8 +104,8 @@ func CheckPairing(p agent.Pairing, now time.Time) error {
 
 // SortPairings sorts requests oldest first (by Created, then code), as
 // Pairings returns them.
-func SortPairings(ps []agent.Pairing) {
-	slices.SortFunc(ps, func(a, b agent.Pairing) int {
+func SortPairings(ps []govern.Pairing) {
+	slices.SortFunc(ps, func(a, b govern.Pairing) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
@@ -143,11 +144,12 @@ type Decision struct {
 	DecidedBy agent.User          `json:"decided_by,omitzero"`
 	DecidedAt time.Time           `json:"decided_at,omitzero"`
 	Always    bool                `json:"always,omitempty"`
+	Why       string              `json:"why,omitempty"`
 }
 
 // CheckDecision checks d and returns what to store, its time set to now if
 // it had none.
-func CheckDecision(id string, d agent.ApprovalDecision, now time.Time) (Decision, error) {
+func CheckDecision(id string, d govern.ApprovalDecision, now time.Time) (Decision, error) {
 	switch d.State {
 	case agent.ApprovalApproved, agent.ApprovalDenied, agent.ApprovalExpired:
 	default:
@@ -156,12 +158,12 @@ func CheckDecision(id string, d agent.ApprovalDecision, now time.Time) (Decision
 	if d.At.IsZero() {
 		d.At = now.UTC()
 	}
-	return Decision{State: d.State, DecidedBy: d.By, DecidedAt: d.At, Always: d.Always}, nil
+	return Decision{State: d.State, DecidedBy: d.By, DecidedAt: d.At, Always: d.Always, Why: d.Why}, nil
 }
 
 // Apply writes d onto a.
 func (d Decision) Apply(a *agent.Approval) {
-	a.State, a.DecidedBy, a.DecidedAt, a.Always = d.State, d.DecidedBy, d.DecidedAt, d.Always
+	a.State, a.DecidedBy, a.DecidedAt, a.Always, a.Why = d.State, d.DecidedBy, d.DecidedAt, d.Always, d.Why
 }
 
 // Merge decodes a stored approval and, if there is one, its decision.
@@ -213,7 +215,7 @@ func CheckUsage(channel agent.SessionKey, day string, tokens int64) error {
 }
 
 // AuditLimit is how many entries q asks for at most.
-func AuditLimit(q agent.AuditQuery) int {
+func AuditLimit(q govern.AuditQuery) int {
 	if q.Limit <= 0 {
 		return DefaultAuditLimit
 	}
@@ -221,7 +223,7 @@ func AuditLimit(q agent.AuditQuery) int {
 }
 
 // AuditMatch reports whether e is one q selects.
-func AuditMatch(e agent.AuditEntry, q agent.AuditQuery) bool {
+func AuditMatch(e govern.AuditEntry, q govern.AuditQuery) bool {
 	return (q.Channel == "" || e.Channel == q.Channel) && !e.Time.Before(q.Since)
 }
 

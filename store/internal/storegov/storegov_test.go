@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
+	"github.com/firstmate/firstmate/agent/govern"
 )
 
 func TestEscape(t *testing.T) {
@@ -32,7 +33,7 @@ func TestSubjectsAreDistinct(t *testing.T) {
 		{"x", "chat", "a:b"},
 		{"x:user:a", "user", ""},
 	} {
-		k := Subject(s[0], agent.GrantKind(s[1]), s[2])
+		k := Subject(s[0], govern.GrantKind(s[1]), s[2])
 		if subjects[k] {
 			t.Errorf("Subject%q = %q, taken", s, k)
 		}
