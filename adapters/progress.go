@@ -446,7 +446,9 @@ func argsHint(raw json.RawMessage) string {
 }
 
 // oneLine folds whitespace (newlines included) to single spaces, drops
-// control characters and cuts s to max runes, the last an ellipsis.
+// control and invisible characters (see invisible: a bidirectional control
+// can reorder the rest of a line in the reader's client) and cuts s to max
+// runes, the last an ellipsis.
 func oneLine(s string, max int) string {
 	var b strings.Builder
 	space := false
@@ -454,7 +456,7 @@ func oneLine(s string, max int) string {
 		switch {
 		case unicode.IsSpace(r):
 			space = b.Len() > 0
-		case unicode.IsControl(r), r == '\u2028', r == '\u2029', isBidiControl(r):
+		case unicode.IsControl(r), r == '\u2028', r == '\u2029', invisible(r):
 		default:
 			if space {
 				b.WriteByte(' ')
@@ -469,12 +471,6 @@ func oneLine(s string, max int) string {
 		out = strings.TrimRightFunc(string(runes[:max-1]), unicode.IsSpace) + "…"
 	}
 	return out
-}
-
-// isBidiControl: embeddings, overrides and isolates can reorder the rest of
-// a line in the reader's client.
-func isBidiControl(r rune) bool {
-	return r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069'
 }
 
 func sub(a, b time.Time) time.Duration {

@@ -206,6 +206,14 @@ func TestProgressRender(t *testing.T) {
 			want: "✓ shell · line one line two [31mevil · 12 s\nworking · 13 s",
 		},
 		{
+			name: "invisible characters are dropped",
+			events: []at{start,
+				{1, agent.ToolFinished{CallID: "a", Name: "re\u200bad", Summary: "uploads/in\u2066voice\u2069\u200e\u200f\u061c\ufeff.pdf", Duration: time.Second}},
+			},
+			now:  2,
+			want: "✓ read · uploads/invoice.pdf · 1.0 s\nworking · 2 s",
+		},
+		{
 			name: "events after the end are ignored",
 			events: []at{start,
 				{1, agent.Answer{Text: "x", Took: time.Second}},

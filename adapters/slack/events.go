@@ -7,6 +7,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 
+	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
 )
 
@@ -185,14 +186,17 @@ func (n *normalizer) stripMention(text string) string {
 	return strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(b.String()), ",:"))
 }
 
+// fileName is the name a shared file is saved and shown under, made safe
+// (adapters.SafeFileName).
 func fileName(f slack.File) string {
-	if f.Name != "" {
-		return f.Name
+	name := f.Name
+	if name == "" {
+		name = f.Title
 	}
-	if f.Title != "" {
-		return f.Title
+	if name == "" {
+		name = f.ID
 	}
-	return f.ID
+	return adapters.SafeFileName(name)
 }
 
 // tsTime turns a Slack ts ("1700000000.000100") into a time.

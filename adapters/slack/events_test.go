@@ -90,6 +90,28 @@ func TestInbound(t *testing.T) {
 	}
 }
 
+// TestInboundFileName: a shared file's name is made safe before anything
+// stores or shows it; an override cannot turn "fdp.exe" into "exe.pdf".
+func TestInboundFileName(t *testing.T) {
+	n := &normalizer{me: me}
+	for _, c := range []struct{ file, want string }{
+		{`{"id":"F1","name":"invoice\u202efdp.exe"}`, "invoicefdp.exe"},
+		{`{"id":"F1","name":"\u2066\u202e\u200d\u2069"}`, "file"},
+		{`{"id":"F1","name":"a\u200d.csv"}`, "a.csv"},
+		{`{"id":"F1","name":"../../etc/\u200fpasswd"}`, "passwd"},
+		{`{"id":"F1","title":"bill\u202efdp.exe"}`, "billfdp.exe"},
+	} {
+		ev := `{"type":"message","subtype":"file_share","channel_type":"im","user":"U1","text":"see","ts":"1700.7","channel":"D1","files":[` + c.file + `]}`
+		in, ok := n.inbound("T1", parse(t, ev))
+		if !ok || len(in.Files) != 1 {
+			t.Fatalf("%s: %+v", c.file, in)
+		}
+		if got := in.Files[0].Name; got != c.want {
+			t.Errorf("%s: name %q, want %q", c.file, got, c.want)
+		}
+	}
+}
+
 func TestStripMention(t *testing.T) {
 	n := &normalizer{me: me}
 	for in, want := range map[string]string{

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
 )
 
@@ -232,7 +233,7 @@ func (m *message) files() []agent.File {
 		if name == "" {
 			name = "document-" + strconv.FormatInt(m.MessageID, 10)
 		}
-		out = append(out, agent.File{ID: d.FileID, Name: name, MIME: d.MimeType, Size: d.FileSize})
+		out = append(out, agent.File{ID: d.FileID, Name: adapters.SafeFileName(name), MIME: d.MimeType, Size: d.FileSize})
 	}
 	if len(m.Photo) > 0 {
 		best := m.Photo[0]

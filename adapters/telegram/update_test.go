@@ -93,3 +93,29 @@ func TestInbound(t *testing.T) {
 		})
 	}
 }
+
+// TestInboundFileName: a document's name is made safe before anything
+// stores or shows it; an override cannot turn "fdp.exe" into "exe.pdf".
+func TestInboundFileName(t *testing.T) {
+	n := &normalizer{me: bot}
+	for name, want := range map[string]string{
+		`invoice\u202efdp.exe`:         "invoicefdp.exe",
+		`\u2066\u202e\u200d\u2069`:     "file",
+		`a\u200d.csv`:                  "a.csv",
+		`..\\..\\\u200fboot.ini`:       "boot.ini",
+		`\u2067report\u2069\u200e.txt`: "report.txt",
+	} {
+		var u update
+		raw := `{"update_id":17,"message":{"message_id":33,"from":{"id":42,"first_name":"Ann"},"chat":{"id":42,"type":"private"},"date":1,"document":{"file_id":"F1","file_name":"` + name + `"}}}`
+		if err := json.Unmarshal([]byte(raw), &u); err != nil {
+			t.Fatal(err)
+		}
+		in, ok := n.inbound(&u)
+		if !ok || len(in.Files) != 1 {
+			t.Fatalf("%s: %+v", name, in)
+		}
+		if got := in.Files[0].Name; got != want {
+			t.Errorf("%s: name %q, want %q", name, got, want)
+		}
+	}
+}
