@@ -230,6 +230,16 @@ func buildRootFS(dir string, bindDir bool, tmpSize int64) error {
 	}
 	// A detached copy of the workspace mount (made by the parent, or just
 	// above): attaching it needs no permission on the host path.
+	//
+	// /proc/self/mountinfo still shows the workspace's host path, as this
+	// mount's root (the fourth field): the kernel prints the path of the
+	// mount's root directory inside its filesystem, fixed when the mount
+	// is cloned, whether from a path or a descriptor, before or after
+	// pivot_root, wherever it is moved. Only a mount of a whole filesystem
+	// shows "/"; an overlay would list its layers' paths in its options
+	// instead (and leaves undefined what it shows when the host changes the
+	// workspace under it, as the file tools do). A data directory on a
+	// filesystem of its own shows only the path inside it.
 	if err := unix.MoveMount(wsMount, "", unix.AT_FDCWD, r("workspace"), unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("mount workspace: %w", err)
 	}

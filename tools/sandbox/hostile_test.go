@@ -232,6 +232,56 @@ func TestHostileInheritedDescriptors(t *testing.T) {
 	}
 }
 
+// TestHostileHostPaths: of the host's layout, a command sees only its own
+// workspace's path, and only where the kernel puts it: as the root field
+// (the fourth) of /workspace in /proc/self/mountinfo, the path of the
+// mount's root inside its filesystem, which no bind mount can change (see
+// buildRootFS). Nothing else of the data directory (its own path as a
+// mount, the other workspaces, its files) and no other host path shows.
+func TestHostileHostPaths(t *testing.T) {
+	t.Parallel()
+	sb := New(Config{})
+	data := filepath.Join(t.TempDir(), randomName("firstmate-data-"))
+	dir := filepath.Join(data, "workspaces", "slack_T1_C1")
+	other := filepath.Join(data, "workspaces", "slack_T1_C2")
+	for _, d := range []string{dir, other} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own(t, sb, dir)
+	if err := os.WriteFile(filepath.Join(data, "state.db"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, sb, dir, `cat /proc/self/mountinfo; echo ---
+cat /proc/self/mounts /proc/self/mountstats /proc/1/cmdline /proc/1/environ /proc/self/cgroup; pwd; ls -a / /workspace`, Limits{})
+	info, rest, ok := strings.Cut(string(res.Output), "---\n")
+	if !ok {
+		t.Fatalf("output:\n%s", res.Output)
+	}
+	base := filepath.Dir(data)
+	if strings.Contains(rest, base) || strings.Contains(rest, "slack_T1_C") || strings.Contains(info, "slack_T1_C2") {
+		t.Errorf("a host path shows:\n%s", res.Output)
+	}
+	for line := range strings.Lines(info) {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			t.Fatalf("mountinfo line %q", line)
+		}
+		root, at := f[3], f[4]
+		switch {
+		case at == "/workspace":
+			if root != dir {
+				t.Errorf("/workspace's root is %s, want %s (the workspace itself)", root, dir)
+			}
+		case strings.Contains(line, base) || strings.Contains(line, "firstmate-data-"):
+			t.Errorf("a host path shows: %s", line)
+		case root != "/" && !strings.HasSuffix(at, root):
+			t.Errorf("%s shows the host's %s", at, root)
+		}
+	}
+}
+
 // TestHostileWriteOutside: every place outside /workspace and /tmp is
 // read-only, and nothing written there reaches the host.
 func TestHostileWriteOutside(t *testing.T) {
