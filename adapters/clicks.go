@@ -102,7 +102,7 @@ func shownArgs(args string, limit int) (shown string, hidden int) {
 	}
 	var b strings.Builder
 	for _, r := range rs {
-		if invisible(r) {
+		if invisible(r) || unicode.IsControl(r) && r != '\n' && r != '\t' {
 			fmt.Fprintf(&b, "\\u%04x", r)
 			continue
 		}
@@ -110,16 +110,6 @@ func shownArgs(args string, limit int) (shown string, hidden int) {
 	}
 	// A fence in the arguments would end the code block early.
 	return strings.ReplaceAll(b.String(), "```", "`\u200b``"), hidden
-}
-
-// invisible reports whether r changes how text reads without being seen.
-func invisible(r rune) bool {
-	switch {
-	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069, r == 0x200E, r == 0x200F, r == 0x061C,
-		r >= 0x200B && r <= 0x200D, r == 0x2060, r == 0xFEFF, r == 0x00AD:
-		return true
-	}
-	return unicode.IsControl(r) && r != '\n' && r != '\t'
 }
 
 func authorNames(us []agent.User) string {
