@@ -521,3 +521,46 @@ func TestScheduleCommandForms(t *testing.T) {
 		t.Error("a sentence starting with schedule was taken for the command")
 	}
 }
+
+// A schedule is power spent later, and asks the gate when it comes due: it
+// posts nothing where work later is denied since it was made, or when its
+// maker may no longer talk to the bot; either is audited, and the
+// schedule is done.
+func TestScheduleAsksTheGateWhenDue(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, st testStore)
+		why   string
+	}{
+		{"later denied", func(t *testing.T, st testStore) {
+			if _, err := govern.ChangePolicy(t.Context(), st, keyA, "test:U9", agent.PolicyChange{Version: -1, Set: map[string]agent.ToolMode{"group:later": agent.ToolDeny}}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}, "work later is denied"},
+		{"maker revoked", func(t *testing.T, st testStore) {
+			if _, err := govern.RevokeAccess(t.Context(), st, "test", govern.GrantUser, ann.ID, "cli:op"); err != nil {
+				t.Fatal(err)
+			}
+		}, "may no longer talk to me here"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := openStore(t)
+			if err := govern.AllowAccess(t.Context(), st, govern.Grant{Platform: "test", Kind: govern.GrantUser, ID: ann.ID, By: "cli:op"}); err != nil {
+				t.Fatal(err)
+			}
+			addSchedule(t, st, due("s1", time.Now().Add(300*time.Millisecond), "post the report"))
+			tc.setup(t, st)
+			m := &inputs{}
+			startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, Access: map[string]govern.Access{"test": {Mode: govern.AccessAllowlist}},
+				Scheduler: scheduler(t, st, schedules.Config{})})
+			waitFor(t, func() bool { return len(schedulesOf(t, st, keyA)) == 0 })
+			if got := m.with("post the report"); len(got) != 0 {
+				t.Fatalf("posted %q", got)
+			}
+			skipped := auditOf(t, st, govern.AuditScheduleSkipped)
+			if len(skipped) != 1 || !strings.Contains(skipped[0].Detail, tc.why) {
+				t.Fatalf("audited %+v", skipped)
+			}
+		})
+	}
+}
