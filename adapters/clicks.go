@@ -47,7 +47,7 @@ func ApprovalText(ev agent.ApprovalNeeded) Text { return approvalText(ev, maxSho
 // approvalText is the question with arguments of up to limit characters
 // shown whole (a terminal shows them all).
 func approvalText(ev agent.ApprovalNeeded, limit int) Text {
-	who, needs := requesterName(ev.Requester), "needs"
+	who, needs := ev.Requester.Display(), "needs"
 	if len(ev.Authors) > 1 {
 		who, needs = authorNames(ev.Authors), "need"
 	}
@@ -115,7 +115,7 @@ func shownArgs(args string, limit int) (shown string, hidden int) {
 func authorNames(us []agent.User) string {
 	var names []string
 	for _, u := range us {
-		if n := requesterName(u); !slices.Contains(names, n) {
+		if n := u.Display(); !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
@@ -124,7 +124,7 @@ func authorNames(us []agent.User) string {
 
 // DecidedText replaces the question once it is decided: no buttons.
 func DecidedText(a agent.Approval) Text {
-	who := requesterName(a.Requester)
+	who := a.Requester.Display()
 	if len(a.Authors) > 1 {
 		who = authorNames(a.Authors)
 	}
@@ -138,7 +138,7 @@ func DecidedText(a agent.Approval) Text {
 	var outcome string
 	switch a.State {
 	case agent.ApprovalApproved:
-		outcome = "✅ Approved by " + requesterName(a.DecidedBy)
+		outcome = "✅ Approved by " + a.DecidedBy.Display()
 		if a.Always {
 			outcome += "; " + a.Tool + " is allowed here from now on"
 		}
@@ -146,22 +146,12 @@ func DecidedText(a agent.Approval) Text {
 		if a.DecidedBy.ID == "" && a.Why != "" {
 			outcome = "⛔ Denied: " + a.Why
 		} else {
-			outcome = "⛔ Denied by " + requesterName(a.DecidedBy)
+			outcome = "⛔ Denied by " + a.DecidedBy.Display()
 		}
 	default:
 		outcome = "⌛ No decision in time; it did not run"
 	}
 	return Text{Body: body + "\n" + outcome + "."}
-}
-
-func requesterName(u agent.User) string {
-	switch {
-	case u.Name != "":
-		return u.Name
-	case u.ID != "":
-		return u.ID
-	}
-	return "someone"
 }
 
 // PolicyScreen is a channel's policy with buttons for an admin: one per

@@ -121,6 +121,18 @@ type User struct {
 	Team string `json:"team,omitempty"`
 }
 
+// Display is how u is named to people: their name, else their ID, else
+// "someone".
+func (u User) Display() string {
+	switch {
+	case u.Name != "":
+		return u.Name
+	case u.ID != "":
+		return u.ID
+	}
+	return "someone"
+}
+
 // File is a file that came with a message. The platform's [Downloader]
 // saves it into the channel's workspace when the turn starts (not before
 // Submit: the platform is acknowledged first, and downloads take time).

@@ -297,13 +297,7 @@ func (st *stepper) resume(ctx context.Context, a Approval) bool {
 // decisionNote tells the model how a person decided on a call it asked
 // for in an earlier turn.
 func decisionNote(a Approval) string {
-	who := a.DecidedBy.Name
-	if who == "" {
-		who = a.DecidedBy.ID
-	}
-	if who == "" {
-		who = "someone"
-	}
+	who := a.DecidedBy.Display()
 	rest := ""
 	if len(a.Calls) > 1 {
 		rest = ", nor the calls after it in that step"

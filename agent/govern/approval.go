@@ -58,11 +58,11 @@ func (g *Gate) Decide(ctx context.Context, dec agent.Decision) (agent.Decided, e
 	for _, u := range authors {
 		ok, err := g.Admitted(ctx, a.Key, u, false)
 		if err != nil {
-			return agent.Decided{}, fmt.Errorf("check access of %s: %w", who(u), err)
+			return agent.Decided{}, fmt.Errorf("check access of %s: %w", u.Display(), err)
 		}
 		if !ok {
 			return g.decide(ctx, a, ApprovalDecision{State: agent.ApprovalDenied, At: time.Now().UTC(),
-				Why: who(u) + ", who asked, may no longer talk to me here"}, dec.User)
+				Why: u.Display() + ", who asked, may no longer talk to me here"}, dec.User)
 		}
 	}
 	admin := g.Admin(ctx, a.Key, dec.User)
@@ -119,7 +119,7 @@ func (g *Gate) decide(ctx context.Context, a agent.Approval, d ApprovalDecision,
 func names(us []agent.User) string {
 	var out []string
 	for _, u := range us {
-		if n := who(u); !slices.Contains(out, n) {
+		if n := u.Display(); !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}
@@ -148,14 +148,14 @@ func outcomeLine(a agent.Approval) string {
 	switch a.State {
 	case agent.ApprovalApproved:
 		if a.Always {
-			return fmt.Sprintf("Approved by %s; %s is allowed here from now on.", who(a.DecidedBy), a.Tool)
+			return fmt.Sprintf("Approved by %s; %s is allowed here from now on.", a.DecidedBy.Display(), a.Tool)
 		}
-		return "Approved by " + who(a.DecidedBy) + "."
+		return "Approved by " + a.DecidedBy.Display() + "."
 	case agent.ApprovalDenied:
 		if a.Why != "" && a.DecidedBy.ID == "" {
 			return "Denied: " + a.Why + "."
 		}
-		return "Denied by " + who(a.DecidedBy) + "."
+		return "Denied by " + a.DecidedBy.Display() + "."
 	case agent.ApprovalExpired:
 		return "No decision in time, so " + a.Tool + " did not run."
 	}

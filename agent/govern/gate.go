@@ -153,7 +153,7 @@ func (g *Gate) MayPost(ctx context.Context, key agent.SessionKey, by agent.User)
 	case err != nil:
 		return err
 	case !ok:
-		return tools.NotPermitted(who(by) + ", who made it, may no longer talk to me here")
+		return tools.NotPermitted(by.Display() + ", who made it, may no longer talk to me here")
 	}
 	return nil
 }
@@ -203,16 +203,6 @@ func (g *Gate) channelSkills(ctx context.Context, chat agent.SessionKey) []strin
 		names = append(names, sk.Name)
 	}
 	return names
-}
-
-func who(u agent.User) string {
-	if u.Name != "" {
-		return u.Name
-	}
-	if u.ID != "" {
-		return u.ID
-	}
-	return "someone"
 }
 
 func today() string { return time.Now().UTC().Format(time.DateOnly) }

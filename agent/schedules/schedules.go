@@ -442,7 +442,7 @@ func (s *Scheduler) remove(ctx context.Context, key agent.SessionKey, by agent.U
 		return Schedule{}, agent.Toldf(agent.ErrNotFound, "this channel has no schedule %q; schedules lists them", id)
 	}
 	if !mine(all[i], by) && !s.admin(ctx, key, by) {
-		return Schedule{}, fmt.Errorf("%w: %s was made by %s", ErrNotYours, all[i].ID, nameOf(all[i].By))
+		return Schedule{}, fmt.Errorf("%w: %s was made by %s", ErrNotYours, all[i].ID, all[i].By.Display())
 	}
 	removed, err := s.store.RemoveSchedule(ctx, channel, all[i].ID)
 	if errors.Is(err, agent.ErrNotFound) {
@@ -465,17 +465,7 @@ func (s *Scheduler) entry(sch Schedule, key agent.SessionKey, by agent.User, loc
 		tz = s.location(sch.TZ).String()
 	}
 	return schedule.Entry{ID: sch.ID, Kind: sch.Kind, Prompt: sch.Prompt, Due: sch.Due, Until: sch.Until, Cron: sch.Cron,
-		TZ: tz, Job: sch.Job, By: nameOf(sch.By), Mine: mine(sch, by), Elsewhere: sch.Key != key, Firing: sch.Owner != "", Loc: loc}
-}
-
-func nameOf(u agent.User) string {
-	if u.Name != "" {
-		return u.Name
-	}
-	if u.ID != "" {
-		return u.ID
-	}
-	return "someone"
+		TZ: tz, Job: sch.Job, By: sch.By.Display(), Mine: mine(sch, by), Elsewhere: sch.Key != key, Firing: sch.Owner != "", Loc: loc}
 }
 
 // newScheduleID is six characters of agent.IDAlphabet: easy to type, and one in
@@ -559,7 +549,7 @@ func (s *Scheduler) fire(ctx context.Context, sch Schedule, owner string, log *s
 		if sch.Kind == schedule.Cron {
 			how = fmt.Sprintf("cron %q, %s", sch.Cron, s.location(sch.TZ))
 		}
-		text = fmt.Sprintf("[scheduled by %s at %s; schedule %s, %s] %s", nameOf(sch.By),
+		text = fmt.Sprintf("[scheduled by %s at %s; schedule %s, %s] %s", sch.By.Display(),
 			created(), sch.ID, how, sch.Prompt)
 	}
 	in := sch.inbound(text, now)
