@@ -756,18 +756,11 @@ func nameIn(name string) string {
 	return " (" + name + ")"
 }
 
-// auditJobStop is the audit action of a job stopped from the terminal.
-const auditJobStop = "job.stop"
-
 // jobBoard is the store's job board, and the space of ch on it: the one
 // the shell files the channel's jobs under, named from the channel as the
 // workspace directory is.
 func (a *adminRun) jobBoard(ch agent.SessionKey) (tools.JobBoard, string, error) {
-	b, ok := a.st.(tools.JobBoard)
-	if !ok {
-		return nil, "", fmt.Errorf("this store (%T) keeps no job board", a.st)
-	}
-	return b, tools.JobSpace(ch.String()), nil
+	return a.st, tools.JobSpace(ch.String()), nil
 }
 
 func parseJobID(s string) (int, error) {
@@ -842,7 +835,7 @@ func (a *adminRun) jobsStop(ctx context.Context, args []string) error {
 	if err := b.AskStop(ctx, sp, id, a.by); err != nil {
 		return fmt.Errorf("ask %s to stop job %d: %w", clean(j.Owner), id, err)
 	}
-	e := govern.AuditEntry{Time: time.Now().UTC(), Action: auditJobStop, Platform: ch.Platform, Channel: ch.String(), User: a.by,
+	e := govern.AuditEntry{Time: time.Now().UTC(), Action: govern.AuditJobStopped, Platform: ch.Platform, Channel: ch.String(), User: a.by,
 		Outcome: "asked", Detail: fmt.Sprintf("job %d (%s) on %s", id, cut(j.Command, 80), j.Owner)}
 	if err := a.st.Audit(context.WithoutCancel(ctx), e); err != nil {
 		// The request is made: say so, and that the log lacks it.

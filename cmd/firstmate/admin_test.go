@@ -518,7 +518,7 @@ func TestAdminJobs(t *testing.T) {
 		if len(lines) != 1 {
 			t.Fatalf("audit after jobs stop: %q; want one entry, of the stop asked", lines)
 		}
-		contains(t, "audit", lines[0], "job.stop", "slack:T1:C1", "cli:alice", "asked", "job 1 (npm run dev) on web-0#1")
+		contains(t, "audit", lines[0], govern.AuditJobStopped, "slack:T1:C1", "cli:alice", "asked", "job 1 (npm run dev) on web-0#1")
 
 		failAdmin(t, 1, []string{"slack:T1:C1 has no job 9"}, "jobs", "stop", "slack:T1:C1", "9")
 		failAdmin(t, 2, []string{`"x" is not a job ID`, "Usage:"}, "jobs", "stop", "slack:T1:C1", "x")
