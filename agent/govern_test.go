@@ -220,6 +220,37 @@ func TestGroupPairsTheChatAndAllowlistTellsOnce(t *testing.T) {
 	}
 }
 
+// An open bot is open to its organisation's members, not to its guests
+// nor to people from outside, unless allowed; and an admin's ID (U9) in a
+// message from outside (or from someone whose organisation is not known)
+// is neither admitted as the admin nor obeyed as one.
+func TestOpenRefusesGuestsAndForeignAdminIDs(t *testing.T) {
+	m := &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) { return answerWith("ok"), nil }}
+	h := govHarness(t, m, hcfg{Tools: govTools(), Access: map[string]govern.Access{"open": {Mode: govern.AccessOpen, Users: []string{"G2"}}}})
+	open := agent.SessionKey{Platform: "open", Chat: "C1"}
+	h.submit(t, agent.Inbound{Key: open, MessageID: "o1", User: agent.User{ID: "G1", Guest: true}, Text: "hi", Addressed: true})
+	h.submit(t, agent.Inbound{Key: open, MessageID: "o2", User: agent.User{ID: "G2", Guest: true}, Text: "hi", Addressed: true})
+	h.submit(t, agent.Inbound{Key: open, MessageID: "o3", User: agent.User{ID: "U9", External: true, Team: "T0OTHER"}, Text: "/tools exec=allow", Addressed: true})
+	h.idle(t, open)
+	a, _, n := h.p.final(open)
+	if len(a) != 1 || len(n) != 2 {
+		t.Fatalf("answers %q notices %q", a, n)
+	}
+	slices.Sort(n)
+	if !strings.Contains(n[0], "guests of this workspace are not on the list") || !strings.Contains(n[1], "people from outside this workspace") {
+		t.Errorf("refusals %q", n)
+	}
+	if v, err := h.store.Settings(t.Context(), open.Channel()); err != nil || len(v.Tools) != 0 {
+		t.Errorf("the outsider with the admin's ID changed the policy: %+v %v", v, err)
+	}
+	// The admin themself, from inside, is obeyed.
+	h.submit(t, agent.Inbound{Key: open, MessageID: "o4", User: agent.User{ID: "U9"}, Text: "/tools exec=allow", Addressed: true})
+	waitFor(t, func() bool {
+		v, err := h.store.Settings(t.Context(), open.Channel())
+		return err == nil && len(v.Tools) == 1
+	})
+}
+
 // askingModel calls tool once with args, then answers with the tool's result.
 func askingModel(tool string) *funcModel {
 	return &funcModel{f: func(_ context.Context, req *agent.Request) (*agent.Response, error) {

@@ -109,15 +109,17 @@ type User struct {
 	ID   string `json:"id"`
 	Name string `json:"name,omitempty"`
 	// External marks a person from another organisation than the one the
-	// bot is installed in (a Slack shared channel): an open bot refuses
-	// them unless they or the channel are allowed.
+	// bot is installed in (a Slack shared channel), or one whose
+	// organisation is not known: an open bot refuses them unless they or
+	// the channel are allowed, and an admin's ID from them is not the
+	// admin.
 	External bool `json:"external,omitempty"`
 	// Guest marks a guest of the bot's own organisation (Slack's single-
 	// and multi-channel guests): an open bot refuses them unless they or
 	// the channel are allowed, as it does people from outside.
 	Guest bool `json:"guest,omitempty"`
 	// Team is the organisation the person belongs to where the platform
-	// says (a Slack team ID): an admin's ID counts only with its team.
+	// says (a Slack team ID). Whether it is the bot's own is External.
 	Team string `json:"team,omitempty"`
 }
 

@@ -11,10 +11,6 @@ import (
 // the bot's admin rights within it.
 const adminTTL = 5 * time.Minute
 
-// nameTTL is how long a person's display name and team stand before
-// users.info is asked again.
-const nameTTL = 24 * time.Hour
-
 // maxPeople bounds each per-person cache.
 const maxPeople = 10000
 
@@ -35,7 +31,7 @@ func (a *Adapter) IsAdmin(ctx context.Context, chat agent.SessionKey, userID str
 	if err != nil {
 		return false, err
 	}
-	home := u.TeamID == "" || u.TeamID == a.norm.me.TeamID || u.TeamID == chat.Team
+	home := u.TeamID != "" && (u.TeamID == a.norm.me.TeamID || u.TeamID == chat.Team)
 	admin := home && !u.Deleted && !u.IsRestricted && !u.IsUltraRestricted && (u.IsAdmin || u.IsOwner || u.IsPrimaryOwner)
 	a.admins.put(userID, admin)
 	return admin, nil

@@ -47,7 +47,7 @@ func (n *normalizer) inbound(teamID string, inner any) (agent.Inbound, bool) {
 			thread = ev.TimeStamp // a mention in a channel starts a thread
 		}
 		in := n.message(teamID, ev.Channel, thread, ev.TimeStamp, ev.User, ev.Text, ev.Files, true, false)
-		in.User.External = n.external(teamID, ev.UserTeam, ev.SourceTeam)
+		in.User.Team = authorTeam(ev.UserTeam, ev.SourceTeam)
 		return in, true
 	case *slackevents.MessageEvent:
 		switch ev.SubType {
@@ -77,27 +77,33 @@ func (n *normalizer) inbound(teamID string, inner any) (agent.Inbound, bool) {
 			// A reply in a thread: for the bot if it takes part in the thread.
 			in = n.message(teamID, ev.Channel, ev.ThreadTimeStamp, ev.TimeStamp, ev.User, ev.Text, files, false, true)
 		}
-		in.User.External = n.external(teamID, ev.UserTeam, msgTeam, ev.SourceTeam)
+		in.User.Team = authorTeam(ev.UserTeam, msgTeam, ev.SourceTeam)
 		return in, true
 	}
 	return agent.Inbound{}, false
 }
 
-// external reports whether a message's author belongs to another
-// organisation than the workspace the bot is installed in: in a Slack
-// Connect channel or DM, their message names their own team (user_team,
-// or the message's team, or source_team, whichever Slack sent first).
-// A team that is neither the installing one nor the event's is foreign;
-// on an Enterprise Grid, a sibling workspace of the same organisation is
-// foreign too, which errs on the side of asking (the access rules decide
-// what an external person may do).
-func (n *normalizer) external(eventTeam string, authorTeams ...string) bool {
-	for _, t := range authorTeams {
+// authorTeam is the team an event names for its author: in a Slack
+// Connect channel or DM their message names their own (user_team, or the
+// message's team, or source_team, whichever Slack sent first). Slack does
+// not always send one; Adapter.identify then asks users.info.
+func authorTeam(teams ...string) string {
+	for _, t := range teams {
 		if t != "" {
-			return t != n.me.TeamID && t != eventTeam
+			return t
 		}
 	}
-	return false
+	return ""
+}
+
+// foreign reports whether a person's team is another organisation's than
+// the workspace the bot is installed in, or is not known. A team that is
+// neither the installing one nor the event's is foreign; on an Enterprise
+// Grid, a sibling workspace of the same organisation is foreign too, which
+// errs on the side of asking (the access rules decide what an external
+// person may do).
+func (n *normalizer) foreign(team, eventTeam string) bool {
+	return team == "" || (team != n.me.TeamID && team != eventTeam)
 }
 
 func (n *normalizer) fromPerson(user, botID string) bool {

@@ -108,6 +108,7 @@ func (a *Adapter) clicked(d agent.Submitter, cb slack.InteractionCallback) func(
 		return nil
 	}
 	return func(ctx context.Context) {
+		c.user = a.interactionUser(ctx, c.user, c.key.Team)
 		for _, v := range values {
 			res, err := adapters.HandleClick(ctx, d, c.key, c.user, v)
 			if errors.Is(err, adapters.ErrNotOurs) {
@@ -136,20 +137,20 @@ func (a *Adapter) clickOf(cb slack.InteractionCallback) (click, bool) {
 		return click{}, false
 	}
 	c.key = agent.SessionKey{Platform: Platform, Team: orDefault(cb.Team.ID, a.norm.me.TeamID), Chat: c.channel, Thread: c.threadTS}
-	c.user = a.interactionUser(cb)
+	c.user = agent.User{ID: cb.User.ID, Name: cb.User.Name, Team: cb.User.TeamID}
 	return c, true
 }
 
-// interactionUser is the person who clicked or submitted.
-func (a *Adapter) interactionUser(cb slack.InteractionCallback) agent.User {
-	u := agent.User{ID: cb.User.ID, Name: cb.User.Name}
-	if name, ok := a.users.get(u.ID); ok {
-		u.Name = name
+// interactionUser completes the person who clicked or submitted (u, as
+// the payload names them) from users.info. A click is acked
+// whatever happens (Slack never sends it again), so where users.info
+// cannot be asked the person is taken as from outside: a click that needs
+// trust fails, and they can click again.
+func (a *Adapter) interactionUser(ctx context.Context, u agent.User, eventTeam string) agent.User {
+	if err := a.identify(ctx, &u, eventTeam); err != nil {
+		a.log.Warn("slack: a click's author could not be looked up; taken as from another organisation", "user", u.ID, "err", err)
+		u.External = true
 	}
-	if u.Name == "" {
-		u.Name = a.userName(u.ID)
-	}
-	u.External = cb.User.TeamID != "" && cb.User.TeamID != a.norm.me.TeamID
 	return u
 }
 

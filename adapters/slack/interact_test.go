@@ -741,42 +741,131 @@ func TestIsAdmin(t *testing.T) {
 	var _ agent.AdminChecker = a
 }
 
-func TestExternalAndPrivate(t *testing.T) {
-	srv := fakeslack.New(t, fakeslack.WithUser(fakeslack.User{ID: "U0EXT", Name: "xavier", TeamID: "T0OTHER"}))
+// Who the adapter says wrote: a person of another organisation, a guest
+// of either kind, one whose event names no team, one Slack does not know
+// and one who cannot be looked up are each told apart from a member, for
+// messages, slash commands and clicks alike; the gate refuses the first
+// four in open mode and takes no admin ID from them.
+func TestWhoWrote(t *testing.T) {
+	srv := fakeslack.New(t,
+		fakeslack.WithUser(fakeslack.User{ID: "U0EXT", Name: "xavier", TeamID: "T0OTHER"}),
+		fakeslack.WithUser(fakeslack.User{ID: "U0MULTI", Name: "gina", IsRestricted: true}),
+		fakeslack.WithUser(fakeslack.User{ID: "U0SINGLE", Name: "sam", IsUltraRestricted: true}),
+		fakeslack.WithUser(fakeslack.User{ID: "U0HIDDEN", Name: "hal", TeamID: "T0OTHER"}),
+		fakeslack.WithUser(fakeslack.User{ID: "U0LATE", Name: "lee"}),
+		fakeslack.WithAckTimeout(time.Second))
 	a := newAdapter(t, srv, adapters.ModeFull)
 	d := &submitter{}
 	runAdapter(t, a, d)
+	noTeam := func(ev fakeslack.Event) fakeslack.Event {
+		for _, k := range []string{"team", "user_team", "source_team"} {
+			delete(ev.Data, k)
+		}
+		return ev
+	}
 	for _, ev := range []fakeslack.Event{
 		srv.Mention(fakeslack.General, "U0EXT", "hi from outside"),
 		srv.Mention(fakeslack.General, fakeslack.Alice, "hi from inside"),
 		srv.DirectMessage(fakeslack.Bob, "hi in private"),
+		srv.DirectMessage("U0MULTI", "a multi-channel guest"),
+		srv.Mention(fakeslack.General, "U0SINGLE", "a single-channel guest"),
+		// Another organisation's person whose event names no team: their
+		// own workspace comes from users.info.
+		noTeam(srv.Mention(fakeslack.General, "U0HIDDEN", "no team fields")),
+		// A person Slack does not know.
+		noTeam(srv.Mention(fakeslack.General, "U0NOBODY", "who am I")),
 	} {
 		if _, ok := srv.WaitAck(srv.SendEvent(ev), wait); !ok {
-			t.Fatal("not acked")
+			t.Fatalf("%q not acked", ev.Data["text"])
 		}
 	}
 	got := d.all()
-	if len(got) != 3 {
+	if len(got) != 7 {
 		t.Fatalf("submitted %+v", got)
 	}
-	if !got[0].User.External || got[0].Private {
-		t.Errorf("another team's user: %+v", got[0])
+	for i, want := range []struct {
+		name              string
+		external, guest   bool
+		private           bool
+		team, displayName string
+	}{
+		{"another team's user", true, false, false, "T0OTHER", "xavier"},
+		{"a member", false, false, false, srv.TeamID(), "alice"},
+		{"a DM", false, false, true, srv.TeamID(), "bob"},
+		{"a multi-channel guest", false, true, true, srv.TeamID(), "gina"},
+		{"a single-channel guest", false, true, false, srv.TeamID(), "sam"},
+		{"another team's user without team fields", true, false, false, "T0OTHER", "hal"},
+		{"a person Slack does not know", true, false, false, "", "U0NOBODY"},
+	} {
+		u := got[i].User
+		if u.External != want.external || u.Guest != want.guest || got[i].Private != want.private || u.Team != want.team || u.Name != want.displayName {
+			t.Errorf("%s: %+v (private %v)", want.name, u, got[i].Private)
+		}
 	}
-	if got[1].User.External || got[1].Private {
-		t.Errorf("a member: %+v", got[1])
+
+	// users.info failing is no answer: the event is not acked, and not
+	// taken as from inside meanwhile; Slack sends it again, and then the
+	// member is known.
+	srv.FailNextStatus("users.info", 1, http.StatusInternalServerError)
+	srv.SendEvent(noTeam(srv.Mention(fakeslack.General, "U0LATE", "slack is slow")))
+	if !srv.WaitFor(wait, func() bool { return len(d.all()) == 8 }) {
+		t.Fatalf("the event was not submitted on Slack's retry: %d messages", len(d.all()))
 	}
-	if got[2].User.External || !got[2].Private {
-		t.Errorf("a DM: %+v", got[2])
+	if late := d.all()[7]; late.User.External || late.User.Name != "lee" {
+		t.Errorf("the retried message: %+v", late.User)
 	}
-	// A thread reply by another team's user says so too.
+	if n := srv.Count("users.info"); n != 9 {
+		t.Errorf("users.info was called %d times, want 9 (one per person, one failed)", n)
+	}
+
+	// A thread reply by another team's user names their team.
 	n := &normalizer{me: me}
 	in, ok := n.inbound("T1", parse(t, `{"type":"message","channel_type":"channel","user":"U9","user_team":"T9","source_team":"T9","team":"T9","text":"and?","ts":"1700.9","thread_ts":"1700.1","channel":"C1"}`))
-	if !ok || !in.User.External {
+	if !ok || in.User.Team != "T9" || !n.foreign(in.User.Team, "T1") {
 		t.Errorf("a reply from T9: %+v", in)
 	}
 	in, _ = n.inbound("T1", parse(t, `{"type":"message","channel_type":"channel","user":"U1","team":"T1","text":"and?","ts":"1700.9","thread_ts":"1700.1","channel":"C1"}`))
-	if in.User.External {
+	if in.User.Team != "T1" || n.foreign(in.User.Team, "T1") || !n.foreign("", "T1") {
 		t.Errorf("a reply from home: %+v", in)
+	}
+}
+
+// A click and a slash command say who the person is as a message does: a
+// guest is a guest, and a click whose payload names no team for a person
+// of another organisation is not taken as from inside.
+func TestWhoClickedAndCommanded(t *testing.T) {
+	srv := fakeslack.New(t,
+		fakeslack.WithUser(fakeslack.User{ID: "U0GUEST", Name: "gina", IsRestricted: true}),
+		fakeslack.WithUser(fakeslack.User{ID: "U0EXT", Name: "xavier", TeamID: "T0OTHER"}))
+	d := &submitter{}
+	a := newAdapter(t, srv, adapters.ModeFull)
+	runAdapter(t, a, d)
+	_, _, q := ask(t, srv, a)
+	for i, who := range []string{"U0GUEST", "U0EXT"} {
+		ia, err := srv.Click(fakeslack.General, q.TS, who, "Approve")
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(ia.Payload.(map[string]any)["user"].(map[string]any), "team_id")
+		if _, ok := srv.WaitAck(srv.SendInteractive(ia), wait); !ok {
+			t.Fatal("the click was not acked")
+		}
+		if !srv.WaitFor(wait, func() bool { return len(d.decided()) == i+1 }) {
+			t.Fatalf("click %d did not reach Decide", i)
+		}
+	}
+	if u := d.decided()[0].User; !u.Guest || u.External || u.Name != "gina" {
+		t.Errorf("a guest's click: %+v", u)
+	}
+	if u := d.decided()[1].User; !u.External || u.Team != "T0OTHER" {
+		t.Errorf("another organisation's click without a team: %+v", u)
+	}
+	if _, ok := srv.WaitAck(srv.SendSlashCommand(srv.SlashCommand(fakeslack.General, "U0GUEST", "/firstmate", "status")), wait); !ok {
+		t.Fatal("the command was not acked")
+	}
+	got := d.all()
+	if len(got) != 1 || !got[0].User.Guest || got[0].User.External {
+		t.Errorf("a guest's command: %+v", got)
 	}
 }
 

@@ -245,7 +245,9 @@ func (a *Adapter) submitTools(ctx context.Context, d agent.Submitter, cb slack.I
 		return nil, nil
 	}
 	key = key.Channel()
-	user := a.interactionUser(cb)
+	// Who opened the modal (a slash command) was looked up then: this is
+	// from the cache, or else one bounded call.
+	user := a.interactionUser(ctx, agent.User{ID: cb.User.ID, Name: cb.User.Name, Team: cb.User.TeamID}, orDefault(cb.Team.ID, a.norm.me.TeamID))
 	var values map[string]map[string]slack.BlockAction
 	if cb.View.State != nil {
 		values = cb.View.State.Values

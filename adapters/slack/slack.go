@@ -19,6 +19,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/firstmate/firstmate/adapters"
 	"github.com/firstmate/firstmate/agent"
@@ -51,14 +52,13 @@ type Adapter struct {
 	log  *slog.Logger
 	http *http.Client
 
-	render *adapters.Renderer
-	posts  *adapters.Buckets // chat.postMessage, per channel
-	edits  *adapters.Bucket  // chat.update, across the workspace
-	users  *expiring[string] // user ID → display name, for attributing messages
-	lookup chan string       // user IDs to look up, for Run's resolver
-	admins *expiring[bool]   // users.info answers for IsAdmin
-	teams  *expiring[string] // user ID → their own team ID, for slash commands
-	socket atomic.Bool       // the Socket Mode connection is up
+	render  *adapters.Renderer
+	posts   *adapters.Buckets // chat.postMessage, per channel
+	edits   *adapters.Bucket  // chat.update, across the workspace
+	people  *expiring[person] // users.info answers: names, teams, guests
+	lookups singleflight.Group
+	admins  *expiring[bool] // users.info answers for IsAdmin
+	socket  atomic.Bool     // the Socket Mode connection is up
 }
 
 // New connects to the Web API (auth.test gives the bot's own IDs).
@@ -99,10 +99,8 @@ func New(ctx context.Context, cfg Config) (*Adapter, error) {
 		render: adapters.NewRenderer(cfg.Progress, log),
 		posts:  adapters.NewBuckets(time.Second, 3),
 		edits:  adapters.NewBucket(1200*time.Millisecond, 5),
-		lookup: make(chan string, 64),
-		users:  &expiring[string]{ttl: nameTTL, max: maxPeople},
+		people: &expiring[person]{ttl: personTTL, max: maxPeople},
 		admins: &expiring[bool]{ttl: adminTTL, max: maxPeople},
-		teams:  &expiring[string]{ttl: nameTTL, max: maxPeople},
 	}, nil
 }
 
@@ -146,7 +144,6 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Go(func() { a.resolveNames(ctx) })
 	if a.cfg.AppToken == "" {
 		<-ctx.Done()
 		return nil
@@ -335,7 +332,9 @@ func (a *Adapter) submitEvent(ctx context.Context, d agent.Submitter, ev slackev
 	if !ok {
 		return nil
 	}
-	in.User.Name = a.userName(in.User.ID)
+	if err := a.identify(ctx, &in.User, in.Key.Team); err != nil {
+		return err
+	}
 	return d.Submit(ctx, in)
 }
 
@@ -360,7 +359,15 @@ func (a *Adapter) submitCommand(ctx context.Context, d agent.Submitter, cmd slac
 			"text": "Usage: " + cmd.Command + " " + UsageHint() + ". To ask me something, mention me in a channel or send me a direct message."}, nil, nil
 	}
 	key := agent.SessionKey{Platform: Platform, Team: orDefault(cmd.TeamID, a.norm.me.TeamID), Chat: cmd.ChannelID}
-	user := agent.User{ID: cmd.UserID, Name: cmd.UserName, External: a.outsider(ctx, cmd)}
+	// The payload's team is the workspace the command was run in, not its
+	// author's: users.info says theirs.
+	user := agent.User{ID: cmd.UserID, Name: cmd.UserName}
+	if err := a.identify(ctx, &user, key.Team); err != nil {
+		return nil, nil, err
+	}
+	if cmd.TeamID != "" && cmd.TeamID != a.norm.me.TeamID {
+		user.External = true
+	}
 	in := agent.Inbound{
 		Key:       key,
 		MessageID: "slash:" + cmd.TriggerID,
@@ -390,30 +397,6 @@ func (a *Adapter) submitCommand(ctx context.Context, d agent.Submitter, cmd slac
 		}, nil
 	}
 	return nil, nil, d.Submit(ctx, in)
-}
-
-// outsider reports whether a slash command's author belongs to another
-// organisation than the installing workspace (a Slack Connect channel).
-// The payload's team is the workspace it was run in, so the author's own
-// team comes from users.info, asked once per user.
-func (a *Adapter) outsider(ctx context.Context, cmd slack.SlashCommand) bool {
-	home := a.norm.me.TeamID
-	if cmd.TeamID != "" && cmd.TeamID != home {
-		return true
-	}
-	if team, ok := a.teams.get(cmd.UserID); ok {
-		return team != home
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	u, err := a.api.GetUserInfoContext(ctx, cmd.UserID)
-	if err != nil {
-		a.log.Warn("slack users.info for a slash command's author", "user", cmd.UserID, "err", err)
-		return false // the same as a message's author, whose event names no other team
-	}
-	team := orDefault(u.TeamID, home)
-	a.teams.put(cmd.UserID, team)
-	return team != home
 }
 
 // UsageHint is the slash command's arguments, from the command registry:
@@ -527,47 +510,6 @@ func respond(w http.ResponseWriter, r *http.Request, reply any, then func(contex
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), followUpTimeout)
 	defer cancel()
 	then(ctx)
-}
-
-// userName returns a user's display name for attribution, from a cache
-// filled in the background: Submit must not wait for users.info. Until the
-// name is known the user ID stands in.
-func (a *Adapter) userName(id string) string {
-	if name, ok := a.users.get(id); ok {
-		return name
-	}
-	select {
-	case a.lookup <- id:
-	default: // the resolver is busy; a later message asks again
-	}
-	return id
-}
-
-// resolveNames fills the name cache until ctx ends.
-func (a *Adapter) resolveNames(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case id := <-a.lookup:
-			if _, ok := a.users.get(id); ok {
-				continue
-			}
-			u, err := a.api.GetUserInfoContext(ctx, id)
-			if err != nil {
-				a.log.Debug("slack users.info", "user", id, "err", err)
-				continue
-			}
-			name := u.Profile.DisplayName
-			if name == "" {
-				name = u.RealName
-			}
-			if name == "" {
-				name = u.Name
-			}
-			a.users.put(id, name)
-		}
-	}
 }
 
 func orDefault(s, def string) string {

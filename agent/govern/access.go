@@ -59,8 +59,11 @@ func auditUsers(platform string, us []agent.User) string {
 }
 
 // globalAdmin reports whether u is one of the bot's admins (the config).
+// An ID names a person of the organisation the bot is installed in: the
+// same ID from another organisation (a Slack workspace whose IDs are its
+// own), or from a person whose organisation is not known, is not them.
 func (g *Gate) globalAdmin(platform string, u agent.User) bool {
-	return u.ID != "" && g.cfg.Admins != nil && g.cfg.Admins(platform, u)
+	return u.ID != "" && !u.External && g.cfg.Admins != nil && g.cfg.Admins(platform, u)
 }
 
 // Admin reports whether u may administer chat: a bot admin, or one of the

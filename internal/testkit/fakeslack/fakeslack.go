@@ -97,6 +97,10 @@ type User struct {
 	IsPrimaryOwner bool
 	IsBot          bool
 	BotID          string // for a bot user, its B… ID
+	// IsRestricted is a multi-channel guest; IsUltraRestricted (with it,
+	// as Slack sends them) a single-channel guest.
+	IsRestricted      bool
+	IsUltraRestricted bool
 	// TeamID is the user's workspace; empty means the fake's own. A user
 	// of another team writes with user_team and source_team set, as in a
 	// Slack Connect channel, and users.info answers their team_id.

@@ -473,8 +473,8 @@ func (s *Server) wireUser(u User) object {
 	}
 	return object{
 		"id": u.ID, "team_id": team, "name": u.Name, "real_name": u.RealName, "deleted": false,
-		"is_admin": u.IsAdmin, "is_owner": u.IsOwner, "is_primary_owner": u.IsPrimaryOwner, "is_restricted": false,
-		"is_ultra_restricted": false, "is_bot": u.IsBot, "is_app_user": false, "tz": "Europe/London",
+		"is_admin": u.IsAdmin, "is_owner": u.IsOwner, "is_primary_owner": u.IsPrimaryOwner, "is_restricted": u.IsRestricted || u.IsUltraRestricted,
+		"is_ultra_restricted": u.IsUltraRestricted, "is_bot": u.IsBot, "is_app_user": false, "tz": "Europe/London",
 		"tz_offset": 0, "profile": profile,
 	}
 }
