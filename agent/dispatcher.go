@@ -39,8 +39,11 @@ type DispatcherConfig struct {
 	Later      CommandRunner
 	Platforms  map[string]Platform // by SessionKey.Platform
 	Workspaces tools.Workspaces    // one per channel
-	Workers    int                 // sessions run in parallel; default 8
-	LeaseTTL   time.Duration       // default 15s, renewed every third of it
+	// MaxTurns bounds the turns in flight in this process, each a
+	// goroutine while it runs (waiting on the model, a tool or the
+	// platform's pace included); more wait in order. Default 4096.
+	MaxTurns int
+	LeaseTTL time.Duration // default 15s, renewed every third of it
 	// ReadyEvery is how often the store is asked for sessions nobody
 	// holds (a dead replica's, a turn handed back); default 2s.
 	ReadyEvery time.Duration
@@ -70,25 +73,27 @@ type InputLimits struct {
 
 // Dispatcher turns inbound messages into turns: it records and deduplicates
 // each message, answers chat commands, and runs one turn per session at a
-// time (a lease in the store), different sessions in parallel on a bounded
-// number of workers. Messages that arrive while a session's turn runs wait
-// in its mailbox and form the next turn.
+// time (a lease in the store), different sessions at once, up to MaxTurns.
+// A turn that waits (on the model, a tool, the platform) holds a goroutine
+// and nothing else; what is scarce is bounded where it is spent (the
+// model's limits, the sandbox). Messages that arrive while a session's
+// turn runs wait in its mailbox and form the next turn.
 type Dispatcher struct {
 	cfg   DispatcherConfig
 	owner string
 	log   *slog.Logger
 
 	mu       sync.Mutex
-	cond     *sync.Cond
 	sessions map[SessionKey]*session // queued or running in this process
 	queue    []SessionKey
 	closing  bool
 	idle     chan struct{}              // closed (and replaced) when a session goes idle
 	retries  map[SessionKey]*time.Timer // sessions to look at again later
 
-	// Workers: nworkers run, parked of them wait for an answer to be
-	// shown (a platform's pace); while parked, another worker takes their
-	// place.
+	// Workers: one goroutine per session in flight, started when a
+	// session is queued and ended when the queue is empty; nworkers run,
+	// parked of them wait for an answer to be shown (a platform's pace),
+	// and do not count against MaxTurns.
 	workers  sync.WaitGroup
 	workCtx  context.Context
 	nworkers int
@@ -106,10 +111,14 @@ type session struct {
 	cancel  context.CancelCauseFunc
 }
 
-// NewDispatcher returns a dispatcher; call Run to start its workers.
+// DefaultMaxTurns is MaxTurns when none is set: a replica holds a whole
+// team's conversations at once.
+const DefaultMaxTurns = 4096
+
+// NewDispatcher returns a dispatcher; call Run to start it.
 func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
-	if cfg.Workers <= 0 {
-		cfg.Workers = 8
+	if cfg.MaxTurns <= 0 {
+		cfg.MaxTurns = DefaultMaxTurns
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 15 * time.Second
@@ -136,7 +145,6 @@ func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
 	}
 	d := &Dispatcher{cfg: cfg, owner: owner, log: log, sessions: map[SessionKey]*session{},
 		idle: make(chan struct{}), retries: map[SessionKey]*time.Timer{}}
-	d.cond = sync.NewCond(&d.mu)
 	return d
 }
 
@@ -303,7 +311,7 @@ func (d *Dispatcher) WaitIdle(ctx context.Context, key SessionKey) error {
 // taking work, gives running turns the grace period to finish, cancels the
 // rest and returns when every worker and command reply has stopped.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	d.log.Info("dispatcher started", "owner", d.owner, "workers", d.cfg.Workers)
+	d.log.Info("dispatcher started", "owner", d.owner, "max_turns", d.cfg.MaxTurns)
 	turnCtx, cancelTurns := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelTurns(nil)
 	var watcher sync.WaitGroup
@@ -311,10 +319,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	watcher.Go(func() { d.watchReady(ctx) })
 	d.mu.Lock()
 	d.workCtx = turnCtx
-	for range d.cfg.Workers {
-		d.nworkers++
-		d.workers.Go(func() { d.work(turnCtx) })
-	}
+	d.spawnLocked()
 	d.mu.Unlock()
 	if waiting, err := d.cfg.Store.Waiting(ctx); err != nil {
 		d.log.Error("list sessions with waiting messages", "err", err)
@@ -342,7 +347,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			held = append(held, key)
 		}
 	}
-	d.cond.Broadcast()
 	d.mu.Unlock()
 	for _, key := range held {
 		d.abandon(context.WithoutCancel(ctx), key, d.log.With("session", key.String()))
@@ -426,8 +430,17 @@ func (d *Dispatcher) schedule(key SessionKey) bool {
 	}
 	d.sessions[key] = &session{}
 	d.queue = append(d.queue, key)
-	d.cond.Signal()
+	d.spawnLocked()
 	return true
+}
+
+// spawnLocked starts workers for the queued sessions, up to MaxTurns
+// running (parked ones not counted). d.mu must be held.
+func (d *Dispatcher) spawnLocked() {
+	for n := len(d.queue); n > 0 && d.nworkers-d.parked < d.cfg.MaxTurns && !d.closing && d.workCtx != nil; n-- {
+		d.nworkers++
+		d.workers.Go(func() { d.work(d.workCtx) })
+	}
 }
 
 // retryLater looks at key again after delay: its lease was held by another
@@ -449,33 +462,28 @@ func (d *Dispatcher) retryLater(key SessionKey, delay time.Duration) {
 	})
 }
 
-// park tells the dispatcher that this turn's worker waits for a person; a
-// new worker takes its place so the others' turns do not wait.
+// park tells the dispatcher that this turn's worker waits for the
+// platform to show its answer; another session may start meanwhile.
 func (d *Dispatcher) park() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.parked++
-	if d.nworkers-d.parked < d.cfg.Workers && !d.closing && d.workCtx != nil {
-		d.nworkers++
-		d.workers.Go(func() { d.work(d.workCtx) })
-	}
+	d.spawnLocked()
 }
 
-// unpark ends a park; a worker too many ends once it is idle.
+// unpark ends a park; a worker too many ends when its session does.
 func (d *Dispatcher) unpark() {
 	d.mu.Lock()
 	d.parked--
-	d.cond.Broadcast()
 	d.mu.Unlock()
 }
 
+// work runs queued sessions until the queue is empty or there are more
+// workers running than MaxTurns.
 func (d *Dispatcher) work(ctx context.Context) {
 	for {
 		d.mu.Lock()
-		for len(d.queue) == 0 && !d.closing && d.nworkers-d.parked <= d.cfg.Workers {
-			d.cond.Wait()
-		}
-		if d.closing || d.nworkers-d.parked > d.cfg.Workers {
+		if len(d.queue) == 0 || d.closing || d.nworkers-d.parked > d.cfg.MaxTurns {
 			d.nworkers--
 			d.mu.Unlock()
 			return

@@ -246,7 +246,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: echoModel()}, Workers: 4})
+		h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: echoModel()}, MaxTurns: 4})
 		for i, k := range []agent.SessionKey{keyA, keyB} {
 			h.submit(t, inbound(k, "m"+string(rune('0'+i)), "hi"))
 			h.submit(t, inbound(k, "c"+string(rune('0'+i)), "status"))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -128,7 +129,7 @@ type harness struct {
 type hcfg struct {
 	Loop                 *agent.Loop
 	Tools                *tools.Set
-	Workers              int
+	MaxTurns             int
 	LeaseTTL, ReadyEvery time.Duration
 	Grace                time.Duration
 	Observer             agent.Observer
@@ -154,7 +155,7 @@ type hcfg struct {
 
 func newHarness(t *testing.T, m agent.Model, workers int) *harness {
 	t.Helper()
-	return startHarness(t, openStore(t), hcfg{Loop: &agent.Loop{Model: m}, Workers: workers})
+	return startHarness(t, openStore(t), hcfg{Loop: &agent.Loop{Model: m}, MaxTurns: workers})
 }
 
 func openStore(t *testing.T) *local.Store {
@@ -204,7 +205,7 @@ func build(t *testing.T, st testStore, c hcfg, p agent.Platform) (*agent.Dispatc
 		owner = agent.Owner(c.Replica, boot)
 	}
 	dc := agent.DispatcherConfig{Store: st, Gate: gate, Loop: c.Loop, Tools: c.Tools, Platforms: platforms, Workspaces: ws,
-		Workers: c.Workers, LeaseTTL: c.LeaseTTL, ReadyEvery: c.ReadyEvery, Grace: c.Grace, Owner: owner, Limits: c.Limits, Observer: c.Observer}
+		MaxTurns: c.MaxTurns, LeaseTTL: c.LeaseTTL, ReadyEvery: c.ReadyEvery, Grace: c.Grace, Owner: owner, Limits: c.Limits, Observer: c.Observer}
 	if c.Scheduler != nil {
 		dc.Later = c.Scheduler
 	}
@@ -429,7 +430,7 @@ func TestDispatcherFairShareShutdown(t *testing.T) {
 		}
 		return m.f(ctx, req)
 	}}
-	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: slow}, Workers: 1, LeaseTTL: time.Hour, Grace: 3 * time.Second})
+	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: slow}, MaxTurns: 1, LeaseTTL: time.Hour, Grace: 3 * time.Second})
 	h.submit(t, inbound(keyA, "a1", "A1"))
 	waitFor(t, func() bool { return slow.inFlight.Load() == 1 })
 	h.submit(t, inbound(keyA, "a2", "A2"))
@@ -464,6 +465,42 @@ func TestDispatcherFairShareShutdown(t *testing.T) {
 		t.Fatal("the dispatcher stopped before B1's grace was over")
 	default:
 	}
+}
+
+// By default a replica holds every conversation that waits on the model
+// at once: 300 people writing together are 300 model calls in flight, not
+// 8 at a time with the rest queued behind them; and no goroutine is left
+// once they are done.
+func TestDispatcherTurnsInFlightAreNotWorkers(t *testing.T) {
+	const people = 300
+	gate := make(chan struct{})
+	m := &funcModel{f: func(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+		select {
+		case <-gate:
+			return answerWith("ok"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}
+	before := runtime.NumGoroutine()
+	h := newHarness(t, m, 0) // the default
+	var keys []agent.SessionKey
+	for i := range people {
+		k := agent.SessionKey{Platform: "test", Chat: fmt.Sprintf("D%d", i)}
+		keys = append(keys, k)
+		h.submit(t, inbound(k, "m", "x"))
+	}
+	waitFor(t, func() bool { return m.inFlight.Load() == people })
+	close(gate)
+	for _, k := range keys {
+		h.idle(t, k)
+	}
+	if m.calls.Load() != people {
+		t.Fatalf("calls %d", m.calls.Load())
+	}
+	// The workers end with their sessions; what is left is the
+	// dispatcher's own (the ready watcher) and the harness's.
+	waitFor(t, func() bool { return runtime.NumGoroutine() < before+people/10 })
 }
 
 func TestDispatcherBoundedWorkers(t *testing.T) {
@@ -723,7 +760,7 @@ func TestHugeInputIsCutWithANote(t *testing.T) {
 // nothing; help lists every command of the registry.
 func TestCommandsForAdminsOnly(t *testing.T) {
 	h := startHarness(t, openStore(t), hcfg{Loop: &agent.Loop{Model: &funcModel{f: func(context.Context, *agent.Request) (*agent.Response, error) { return answerWith("no"), nil }}},
-		Workers: 1, Admins: func(_, id string) bool { return id == "U9" }})
+		MaxTurns: 1, Admins: func(_, id string) bool { return id == "U9" }})
 	h.submit(t, inbound(keyA, "c1", "/pair K7QP-M2XD"))
 	h.submit(t, inbound(keyA, "c3", "help"))
 	h.stop()

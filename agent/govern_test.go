@@ -232,10 +232,9 @@ func TestOpenRefusesGuestsAndForeignAdminIDs(t *testing.T) {
 	h.submit(t, agent.Inbound{Key: open, MessageID: "o2", User: agent.User{ID: "G2", Guest: true}, Text: "hi", Addressed: true})
 	h.submit(t, agent.Inbound{Key: open, MessageID: "o3", User: agent.User{ID: "U9", External: true, Team: "T0OTHER"}, Text: "/tools exec=allow", Addressed: true})
 	h.idle(t, open)
-	a, _, n := h.p.final(open)
-	if len(a) != 1 || len(n) != 2 {
-		t.Fatalf("answers %q notices %q", a, n)
-	}
+	// Refusals are told in the background.
+	var a, n []string
+	waitFor(t, func() bool { a, _, n = h.p.final(open); return len(a) == 1 && len(n) == 2 })
 	slices.Sort(n)
 	if !strings.Contains(n[0], "guests of this workspace are not on the list") || !strings.Contains(n[1], "people from outside this workspace") {
 		t.Errorf("refusals %q", n)
@@ -436,7 +435,7 @@ func TestApprovals(t *testing.T) {
 	})
 
 	t.Run("a folded turn is everyone's: an author decides, a bystander does not, the audit names them all", func(t *testing.T) {
-		h := govHarness(t, askingModel("shell"), hcfg{Tools: govTools(), Policy: ask, Workers: 1})
+		h := govHarness(t, askingModel("shell"), hcfg{Tools: govTools(), Policy: ask, MaxTurns: 1})
 		// Two people write before the turn claims the mailbox.
 		ann, bob := inbound(keyA, "m1", "ls"), inbound(keyA, "m2", "ls -l")
 		bob.User = agent.User{ID: "U2", Name: "bob"}
@@ -485,7 +484,7 @@ func TestWaitingForApprovalHoldsNoWorker(t *testing.T) {
 		}
 		return &agent.Response{Message: agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call("c1", "shell", `{"text":"x"}`)}}}, nil
 	}}
-	h := govHarness(t, m, hcfg{Tools: govTools(), Workers: 1,
+	h := govHarness(t, m, hcfg{Tools: govTools(), MaxTurns: 1,
 		Policy: govern.Defaults{Rules: map[string]agent.ToolMode{"shell": agent.ToolAsk}}})
 	var waiting []agent.SessionKey
 	for i := range 50 {

@@ -275,7 +275,7 @@ func (a *app) dispatcher(platforms map[string]agent.Platform) *agent.Dispatcher 
 		Tools:      a.tools.set,
 		Platforms:  platforms,
 		Workspaces: ws,
-		Workers:    a.cfg.Agent.Workers,
+		MaxTurns:   a.cfg.Agent.MaxTurns,
 		Owner:      a.owner,
 		Limits:     agent.InputLimits{ContextTokens: a.loop.Limits.ContextTokens}, // the loop's budget; -1 (none) is none here too
 		Logger:     a.log,

@@ -163,6 +163,9 @@ func serve(ctx context.Context, a *app, ln net.Listener, adapters []adapter, m *
 	mux.Handle("GET /healthz", healthz(a.store))
 	mux.Handle("GET /readyz", readyz(a.store, adapters, &stopping, a.tools.mcp))
 	mux.Handle("GET /metrics", m.handler(a.log))
+	if a.cfg.HTTP.Pprof {
+		routePprof(mux)
+	}
 	for _, ad := range adapters {
 		platforms[ad.Name()] = ad
 		m.platforms(ad.Name())

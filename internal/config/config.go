@@ -157,8 +157,14 @@ type Agent struct {
 	SystemPrompt string        `yaml:"system_prompt" json:"system_prompt"` // empty: the built-in prompt
 	MaxSteps     int           `yaml:"max_steps" json:"max_steps"`         // model calls per turn
 	TurnTimeout  time.Duration `yaml:"turn_timeout" json:"turn_timeout"`   // wall time per turn
-	Workers      int           `yaml:"workers" json:"workers"`             // turns run at once by this process
-	HistoryTurns int           `yaml:"history_turns" json:"history_turns"` // whole turns kept per session
+	// MaxTurns bounds the turns in flight in this process at once; a
+	// turn that waits on the model holds a goroutine and its messages,
+	// nothing more. More wait, in order. 0: the default, 4096.
+	MaxTurns int `yaml:"max_turns" json:"max_turns"`
+	// Workers is no longer used: turns are not run by a fixed number of
+	// workers. Kept so that an older file still loads; a warning says so.
+	Workers      int `yaml:"workers" json:"workers,omitempty"`
+	HistoryTurns int `yaml:"history_turns" json:"history_turns"` // whole turns kept per session
 	// MaxCallsPerStep is the most tool calls run for one model reply; the
 	// model is told that the calls past it did not run.
 	MaxCallsPerStep int `yaml:"max_calls_per_step" json:"max_calls_per_step"`
@@ -196,6 +202,10 @@ type HTTP struct {
 	// machine; in a container or behind a proxy on another host set
 	// ":8080" to listen on every interface.
 	Addr string `yaml:"addr" json:"addr"`
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
+	// this listener, to clients on this machine only (a loopback peer:
+	// curl on the host, kubectl port-forward); off by default.
+	Pprof bool `yaml:"pprof" json:"pprof"`
 }
 
 // Log configures the process log.
@@ -411,7 +421,7 @@ func Default() *Config {
 		Agent: Agent{
 			MaxSteps:     20,
 			TurnTimeout:  10 * time.Minute,
-			Workers:      8,
+			MaxTurns:     agent.DefaultMaxTurns,
 			HistoryTurns: agent.DefaultRetention.MaxTurns,
 			Progress:     "full",
 
@@ -654,6 +664,7 @@ var envVars = []envVar{
 	{"FIRSTMATE_REDIS_PREFIX", "store.redis_prefix", func(c *Config, v string) []error { c.Store.RedisPrefix = v; return nil }},
 	{"FIRSTMATE_DATA_DIR", "store.data_dir", func(c *Config, v string) []error { c.Store.DataDir = v; return nil }},
 	{"FIRSTMATE_HTTP_ADDR", "http.addr", func(c *Config, v string) []error { c.HTTP.Addr = v; return nil }},
+	{"FIRSTMATE_PPROF", "http.pprof", func(c *Config, v string) []error { return setBool(&c.HTTP.Pprof, v) }},
 	{"FIRSTMATE_LOG_LEVEL", "log.level", func(c *Config, v string) []error { c.Log.Level = v; return nil }},
 	{"FIRSTMATE_LOG_FORMAT", "log.format", func(c *Config, v string) []error { c.Log.Format = v; return nil }},
 	{"FIRSTMATE_ADMINS", "admins", func(c *Config, v string) []error {

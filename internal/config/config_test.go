@@ -86,7 +86,7 @@ func TestDefaults(t *testing.T) {
 			StallTimeout:  time.Minute,
 			MaxResponseKB: 1024,
 		},
-		Agent: Agent{MaxSteps: 20, TurnTimeout: 10 * time.Minute, Workers: 8, HistoryTurns: 200, Progress: "full",
+		Agent: Agent{MaxSteps: 20, TurnTimeout: 10 * time.Minute, MaxTurns: agent.DefaultMaxTurns, HistoryTurns: 200, Progress: "full",
 			MaxCallsPerStep: 32, StepResultsKB: 256, TurnResultsKB: 1024},
 		Store:   Store{RedisPrefix: "fm", DataDir: "/home/mate/.local/share/firstmate"},
 		HTTP:    HTTP{Addr: "127.0.0.1:8080"},
@@ -196,7 +196,7 @@ agent:
     You are a careful first mate.
   max_steps: 30
   turn_timeout: 1h30m
-  workers: 2
+  max_turns: 2
   history_turns: 50
   max_calls_per_step: 8
   step_results_kb: 128
@@ -266,7 +266,7 @@ func TestValidFile(t *testing.T) {
 			SystemPrompt: "You are a careful first mate.\n",
 			MaxSteps:     30,
 			TurnTimeout:  90 * time.Minute,
-			Workers:      2,
+			MaxTurns:     2,
 			HistoryTurns: 50, Progress: "full",
 			MaxCallsPerStep: 8, StepResultsKB: 128, TurnResultsKB: 512,
 		},
@@ -456,8 +456,8 @@ func TestFileProblems(t *testing.T) {
 			key: "agent.max_steps", line: 2, msg: `"many" is not a whole number`},
 		{name: "max steps zero", file: "agent:\n  max_steps: 0\n",
 			key: "agent.max_steps", line: 2, msg: "0 is too small; use 1 or more"},
-		{name: "workers zero", file: "agent:\n  workers: 0\n",
-			key: "agent.workers", line: 2, msg: "use 1 or more"},
+		{name: "max turns zero", file: "agent:\n  max_turns: 0\n",
+			key: "agent.max_turns", line: 2, msg: "use 1 or more"},
 		{name: "webhook over http", file: "telegram:\n  webhook_url: http://bot.example/hook\n  webhook_secret: abc\n",
 			key: "telegram.webhook_url", line: 2, msg: "only over https"},
 		{name: "webhook without secret", file: "telegram:\n  webhook_url: https://bot.example/hook\n",
@@ -706,7 +706,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
   timeout: 90
   modle: x
 agent:
-  workers: 0
+  max_turns: 0
 log:
   level: loud
 admins: [bob]
@@ -718,7 +718,7 @@ admins: [bob]
 		got = append(got, p.Key)
 	}
 	// The file's problems in line order, then the environment's.
-	want := []string{"llm.tool_protocol", "llm.timeout", "llm.modle", "agent.workers", "log.level", "admins[0]", "FIRSTMATE_HTTP_ADDR"}
+	want := []string{"llm.tool_protocol", "llm.timeout", "llm.modle", "agent.max_turns", "log.level", "admins[0]", "FIRSTMATE_HTTP_ADDR"}
 	if !slices.Equal(got, want) {
 		t.Errorf("problems %q\nwant %q\nerror:\n%v", got, want, err)
 	}
@@ -734,6 +734,7 @@ func TestEnvOverFile(t *testing.T) {
 		"FIRSTMATE_REDIS_PREFIX": "envprefix",
 		"FIRSTMATE_DATA_DIR":     "/env/data",
 		"FIRSTMATE_HTTP_ADDR":    "0.0.0.0:80",
+		"FIRSTMATE_PPROF":        "true",
 		"FIRSTMATE_LOG_LEVEL":    "Warn",
 		"FIRSTMATE_LOG_FORMAT":   "text",
 		"FIRSTMATE_ADMINS":       " slack:W0ENVADMIN , telegram:42,",
@@ -768,6 +769,7 @@ func TestEnvOverFile(t *testing.T) {
 		{"FIRSTMATE_REDIS_PREFIX", c.Store.RedisPrefix, "envprefix"},
 		{"FIRSTMATE_DATA_DIR", c.Store.DataDir, "/env/data"},
 		{"FIRSTMATE_HTTP_ADDR", c.HTTP.Addr, "0.0.0.0:80"},
+		{"FIRSTMATE_PPROF", strconv.FormatBool(c.HTTP.Pprof), "true"},
 		{"FIRSTMATE_LOG_LEVEL", c.Log.Level, "warn"},
 		{"FIRSTMATE_LOG_FORMAT", c.Log.Format, "text"},
 		{"FIRSTMATE_ADMINS", strings.Trim(strings.Join(strings.Fields(strings.Trim(fmtAdmins(c.Admins), "[]")), ","), ","), "slack:W0ENVADMIN,telegram:42"},
@@ -1067,6 +1069,8 @@ func TestWarnings(t *testing.T) {
 			want: []string{"holds secrets (llm.api_key) and other users can read it (mode 0644); chmod 600 it"}},
 		{name: "secrets in a private file", file: "llm:\n  api_key: sk-1\n", mode: 0o600},
 		{name: "placeholders in a readable file", file: "llm:\n  api_key: ${K}\n", mode: 0o644, env: env{"K": "sk-1"}},
+		{name: "workers of an older file", file: "agent:\n  workers: 8\n", mode: 0o600,
+			want: []string{"agent.workers: is no longer used: a turn that waits on the model holds no worker; agent.max_turns (default 4096) bounds the turns in flight"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1187,7 +1191,7 @@ func TestSecretFieldsComplete(t *testing.T) {
 
 func TestEnvVarNames(t *testing.T) {
 	want := []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "FIRSTMATE_MODEL", "REDIS_URL", "FIRSTMATE_REDIS_PREFIX", "FIRSTMATE_DATA_DIR",
-		"FIRSTMATE_HTTP_ADDR", "FIRSTMATE_LOG_LEVEL", "FIRSTMATE_LOG_FORMAT", "FIRSTMATE_ADMINS",
+		"FIRSTMATE_HTTP_ADDR", "FIRSTMATE_PPROF", "FIRSTMATE_LOG_LEVEL", "FIRSTMATE_LOG_FORMAT", "FIRSTMATE_ADMINS",
 		"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL",
 		"SLACK_ACCESS", "SLACK_ALLOWED_USERS", "SLACK_ALLOWED_CHANNELS", "SLACK_WORKSPACE_ADMINS",
 		"TELEGRAM_BOT_TOKEN", "TELEGRAM_API_URL", "TELEGRAM_WEBHOOK_URL", "TELEGRAM_WEBHOOK_SECRET",

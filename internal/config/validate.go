@@ -105,7 +105,7 @@ func (v *validator) agent() {
 	if a.TurnTimeout <= 0 {
 		v.add("agent.turn_timeout", "%v must be positive, such as 10m", a.TurnTimeout)
 	}
-	v.atLeast("agent.workers", a.Workers, 1)
+	v.atLeast("agent.max_turns", a.MaxTurns, 1)
 	v.atLeast("agent.history_turns", a.HistoryTurns, 1)
 	v.atLeast("agent.max_calls_per_step", a.MaxCallsPerStep, 1)
 	v.atLeast("agent.step_results_kb", a.StepResultsKB, 1)
@@ -486,6 +486,9 @@ func (c *Config) Warnings() []string {
 		}
 	}
 	c.accessWarnings(add)
+	if c.Agent.Workers != 0 {
+		add("agent.workers", "is no longer used: a turn that waits on the model holds no worker; agent.max_turns (default %d) bounds the turns in flight, and llm.max_concurrent the model's requests", agent.DefaultMaxTurns)
+	}
 	if m := c.meta; m != nil && m.file != "" && len(m.literal) > 0 && m.fileMode&0o077 != 0 {
 		w = append(w, fmt.Sprintf("%s: holds secrets (%s) and other users can read it (mode %04o); chmod 600 it, or set them in the environment",
 			m.file, strings.Join(m.literal, ", "), uint32(m.fileMode)))

@@ -47,7 +47,7 @@ func dispatcherOn(tb testing.TB, s *Store) (*agent.Dispatcher, *answers) {
 		return tools.Result{Text: "ok"}, nil
 	})})
 	a := &answers{}
-	d := dispatch.Start(tb, dispatch.Config{Store: s, Model: instantModel{}, Tools: set, Platforms: map[string]agent.Platform{"slack": a}, Workers: 2})
+	d := dispatch.Start(tb, dispatch.Config{Store: s, Model: instantModel{}, Tools: set, Platforms: map[string]agent.Platform{"slack": a}, MaxTurns: 2})
 	return d, a
 }
 

@@ -88,7 +88,7 @@ func TestScheduleFiresOnceOnTwoReplicas(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		stores = append(stores, s)
 		dispatch.Start(t, dispatch.Config{Store: s, Model: m, Platforms: map[string]agent.Platform{"slack": &answers{}},
-			Workers: 2, Owner: agent.Owner("r", int64(i+1)), ReadyEvery: 50 * time.Millisecond,
+			MaxTurns: 2, Owner: agent.Owner("r", int64(i+1)), ReadyEvery: 50 * time.Millisecond,
 			Scheduler: schedules.New(s, schedules.Config{Every: 5 * time.Millisecond})})
 	}
 	ctx := t.Context()

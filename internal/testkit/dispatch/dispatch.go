@@ -40,7 +40,7 @@ type Config struct {
 	Tools     *tools.Set
 	Policy    govern.Defaults
 	Admins    func(platform string, u agent.User) bool
-	Workers   int
+	MaxTurns  int
 	// Owner names the replica (its lease owner); ReadyEvery is how often
 	// it looks for sessions nobody holds.
 	Owner      string
@@ -66,7 +66,7 @@ func Start(t TB, c Config) *agent.Dispatcher {
 	ws := tools.Workspaces{Dir: filepath.Join(dir, "workspaces")}
 	gate := govern.New(govern.Config{Store: st, Tools: c.Tools, Policy: c.Policy, Admins: c.Admins, Platforms: c.Platforms, Workspaces: ws})
 	dc := agent.DispatcherConfig{Store: st, Gate: gate, Loop: &agent.Loop{Model: c.Model}, Tools: c.Tools,
-		Platforms: c.Platforms, Workspaces: ws, Workers: c.Workers, Owner: c.Owner, ReadyEvery: c.ReadyEvery}
+		Platforms: c.Platforms, Workspaces: ws, MaxTurns: c.MaxTurns, Owner: c.Owner, ReadyEvery: c.ReadyEvery}
 	if c.Scheduler != nil {
 		dc.Later = c.Scheduler
 	}
