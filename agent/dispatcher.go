@@ -99,6 +99,7 @@ type Dispatcher struct {
 	nworkers int
 	parked   int
 	replies  sync.WaitGroup // command replies in flight; Add only under mu while !closing
+	leases   leases         // of the running turns, renewed by renewLeases
 }
 
 type session struct {
@@ -312,8 +313,13 @@ func (d *Dispatcher) WaitIdle(ctx context.Context, key SessionKey) error {
 // rest and returns when every worker and command reply has stopped.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	d.log.Info("dispatcher started", "owner", d.owner, "max_turns", d.cfg.MaxTurns)
+	// Turns run on past ctx, for the grace: so do their leases, renewed
+	// until the turns are over.
+	var renewer sync.WaitGroup
+	defer renewer.Wait()
 	turnCtx, cancelTurns := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelTurns(nil)
+	renewer.Go(func() { d.renewLeases(turnCtx) })
 	var watcher sync.WaitGroup
 	defer watcher.Wait()
 	watcher.Go(func() { d.watchReady(ctx) })

@@ -536,33 +536,3 @@ func retry(ctx context.Context, until time.Time, log *slog.Logger, what string, 
 	}
 }
 
-// keepLease renews the session lease until ctx ends; losing it cancels the
-// turn with ErrLeaseLost. The returned channel closes when it has stopped.
-func keepLease(ctx context.Context, d *Dispatcher, key SessionKey, cancel context.CancelCauseFunc, renewed *atomic.Int64, log *slog.Logger) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(d.cfg.LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				asked := time.Now()
-				err := d.cfg.Store.Renew(ctx, key, d.owner, d.cfg.LeaseTTL)
-				if err == nil {
-					renewed.Store(asked.UnixNano())
-				}
-				if errors.Is(err, ErrLeaseLost) {
-					cancel(ErrLeaseLost)
-					return
-				}
-				if err != nil && ctx.Err() == nil {
-					log.Warn("renew lease", "err", err) // try again next tick
-				}
-			}
-		}
-	}()
-	return done
-}
