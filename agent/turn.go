@@ -535,4 +535,3 @@ func retry(ctx context.Context, until time.Time, log *slog.Logger, what string, 
 		wait = min(wait*2, 2*time.Second)
 	}
 }
-
