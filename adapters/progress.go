@@ -110,6 +110,7 @@ type Progress struct {
 	took    time.Duration // of a finished turn
 	calls   []call
 	byID    map[string]int
+	queued  int // model calls waiting before this turn's (agent.Queued)
 	version uint64
 }
 
@@ -136,6 +137,11 @@ func (p *Progress) Apply(ev agent.Event, at time.Time) bool {
 	case agent.TurnStarted:
 		p.reset()
 		p.start(at)
+	case agent.Queued:
+		if ev.Ahead != p.queued {
+			p.queued = ev.Ahead
+			p.version++
+		}
 	case agent.TextDelta:
 		if ev.Text != "" && p.running() && p.phase != phaseWriting {
 			p.phase = phaseWriting
@@ -334,6 +340,9 @@ func (p *Progress) summaryLine() string {
 }
 
 func (p *Progress) status() string {
+	if p.queued > 0 {
+		return "waiting for the model: " + plural(p.queued, "conversation", "conversations") + " ahead of you"
+	}
 	for _, c := range p.calls {
 		if c.status == callAsking {
 			return "waiting for approval"
@@ -364,7 +373,7 @@ func (p *Progress) maxSummary() int {
 
 func (p *Progress) reset() {
 	p.phase, p.started, p.took = phaseIdle, time.Time{}, 0
-	p.calls, p.byID = nil, nil
+	p.calls, p.byID, p.queued = nil, nil, 0
 	p.version++
 }
 

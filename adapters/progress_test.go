@@ -402,3 +402,27 @@ func TestFormatTook(t *testing.T) {
 		}
 	}
 }
+
+// A turn whose model call waits under the model's limits says how many
+// conversations are ahead, and stops saying it once its call goes.
+func TestProgressWaitingForTheModel(t *testing.T) {
+	var p Progress
+	at := time.Unix(1700000000, 0)
+	p.Apply(agent.TurnStarted{}, at)
+	if !p.Apply(agent.Queued{Ahead: 2}, at.Add(time.Second)) {
+		t.Fatal("a place in the queue changed nothing")
+	}
+	for _, mode := range []Mode{ModeFull, ModeSummary} {
+		if got := p.Render(at.Add(2*time.Second), mode); !strings.Contains(got, "waiting for the model: 2 conversations ahead of you") {
+			t.Errorf("mode %v: %q", mode, got)
+		}
+	}
+	p.Apply(agent.Queued{Ahead: 1}, at.Add(3*time.Second))
+	if got := p.Render(at.Add(3*time.Second), ModeSummary); !strings.Contains(got, "1 conversation ahead of you") {
+		t.Errorf("one ahead: %q", got)
+	}
+	p.Apply(agent.Queued{Ahead: 0}, at.Add(4*time.Second))
+	if got := p.Render(at.Add(4*time.Second), ModeSummary); strings.Contains(got, "ahead") || !strings.Contains(got, "working") {
+		t.Errorf("its turn came: %q", got)
+	}
+}

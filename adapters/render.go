@@ -275,6 +275,16 @@ func (t *turn) Emit(ctx context.Context, ev agent.Event) error {
 		// Shown with the next edit the pace allows; a turn that answers
 		// before then shows it in its summary.
 		t.progress.Apply(ev, now)
+	case agent.Queued:
+		// The person sees that the model is busy, and how busy: in the
+		// progress message and the status line, as the pace allows.
+		if t.progress.Apply(ev, now) && ev.Ahead > 0 {
+			if t.begun.IsZero() {
+				t.begin(now)
+			}
+			t.prog.wanted = true
+			t.sign.statusWant = "is waiting for the model (" + plural(ev.Ahead, "conversation", "conversations") + " ahead)…"
+		}
 	case agent.TextDelta:
 		changed := t.progress.Apply(ev, now)
 		if ev.Text != "" && !t.ended {

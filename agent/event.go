@@ -88,7 +88,13 @@ type Notice struct {
 	Policy *PolicyView
 }
 
+// Queued says the turn's model call waits its turn under the model's
+// limits (agent/modellimit): Ahead calls wait before it; 0 when it no
+// longer waits for others.
+type Queued struct{ Ahead int }
+
 func (TurnStarted) isEvent()    {}
+func (Queued) isEvent()         {}
 func (TextDelta) isEvent()      {}
 func (ToolStarted) isEvent()    {}
 func (ToolFinished) isEvent()   {}

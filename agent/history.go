@@ -151,6 +151,12 @@ func EstimateTokens(m *Message) int {
 // none: the request's system prompt, messages and tools, and the reply, at
 // EstimateTokens' rate.
 func estimateUsage(req *Request, reply *Message) Usage {
+	return Usage{PromptTokens: EstimateRequestTokens(req), CompletionTokens: EstimateTokens(reply), Estimated: true}
+}
+
+// EstimateRequestTokens estimates the prompt tokens of req: its system
+// prompt, messages and tool specs.
+func EstimateRequestTokens(req *Request) int {
 	prompt := 4 + len(req.System)/4
 	for i := range req.Messages {
 		prompt += EstimateTokens(&req.Messages[i])
@@ -158,5 +164,5 @@ func estimateUsage(req *Request, reply *Message) Usage {
 	for _, s := range req.Tools {
 		prompt += 8 + (len(s.Name)+len(s.Description)+len(s.Schema))/4
 	}
-	return Usage{PromptTokens: prompt, CompletionTokens: EstimateTokens(reply), Estimated: true}
+	return prompt
 }

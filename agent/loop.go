@@ -138,6 +138,7 @@ func (l *Loop) Run(ctx context.Context, t *Turn) (*Outcome, error) {
 	req := &Request{System: l.system(ctx, t, specs), Tools: specs}
 	if t.Thread != nil {
 		req.OnText = func(s string) { emit(ctx, t.Thread, TextDelta{Text: s}, l.Logger) }
+		req.OnQueued = func(ahead int) { emit(ctx, t.Thread, Queued{Ahead: ahead}, l.Logger) }
 	}
 	for step := 0; ; step++ {
 		if err := ctx.Err(); err != nil {

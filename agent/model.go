@@ -20,6 +20,9 @@ type Request struct {
 	Tools    []ToolSpec // sorted by name; empty means answer in text
 	// OnText, if set, receives the answer's text as it streams.
 	OnText func(delta string)
+	// OnQueued, if set, hears how many calls wait before this one while
+	// the model's limits hold it back (see agent/modellimit).
+	OnQueued func(ahead int)
 }
 
 // ToolSpec describes a tool to the model.

@@ -69,6 +69,10 @@ type Config struct {
 	// that asks for more fails the call at once with a *agent.ModelError
 	// carrying RetryAfter. 0 means DefaultMaxRetryWait.
 	MaxRetryWait time.Duration
+	// OnRetryAfter, if set, hears each Retry-After the server sends with
+	// a failed attempt, before the call waits it out: the model's limits
+	// (agent/modellimit) pause every other call for as long.
+	OnRetryAfter func(time.Duration)
 
 	// HTTPClient sends the requests; a client without a Timeout (which
 	// would cut long streams) is built when nil.

@@ -126,6 +126,9 @@ func (m *Model) retry(ctx context.Context, sent func() bool, op func(ctx context
 		if !retryable(rec, ae.err) || attempt > m.cfg.MaxRetries {
 			return m.modelError(rec, attempt, ae.err)
 		}
+		if rec.hasRetryAfter && m.cfg.OnRetryAfter != nil {
+			m.cfg.OnRetryAfter(rec.retryAfter)
+		}
 		wait := backoff(m.cfg.RetryBase, attempt)
 		if rec.hasRetryAfter {
 			if rec.retryAfter > m.cfg.MaxRetryWait {

@@ -19,6 +19,7 @@ import (
 	"github.com/firstmate/firstmate/adapters/console"
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/agent/govern"
+	"github.com/firstmate/firstmate/agent/modellimit"
 	"github.com/firstmate/firstmate/agent/openai"
 	"github.com/firstmate/firstmate/agent/schedules"
 	"github.com/firstmate/firstmate/internal/config"
@@ -95,7 +96,7 @@ func openStore(ctx context.Context, cfg *config.Config) (store, string, error) {
 	return st, "embedded (" + path + ")", nil
 }
 
-func newModel(cfg *config.Config) (*openai.Model, error) {
+func newModel(cfg *config.Config, onRetryAfter func(time.Duration)) (*openai.Model, error) {
 	retries := cfg.LLM.MaxRetries
 	if retries == 0 {
 		retries = -1 // the config's 0 means none; the client's 0 means its default
@@ -116,6 +117,7 @@ func newModel(cfg *config.Config) (*openai.Model, error) {
 		// Limits that hold: a stream that stops, or one that never ends.
 		StallTimeout:     cfg.LLM.StallTimeout,
 		MaxResponseBytes: cfg.LLM.MaxResponseKB << 10,
+		OnRetryAfter:     onRetryAfter,
 	})
 }
 
@@ -127,8 +129,10 @@ type app struct {
 	log   *slog.Logger
 	store store
 	model *openai.Model
-	tools *toolbox
-	loop  *agent.Loop
+	// limits keep the model's calls within its endpoint's limits.
+	limits *modellimit.Limiter
+	tools  *toolbox
+	loop   *agent.Loop
 	// observer is told what the dispatcher does, for /metrics (serve
 	// only; nil observes nothing).
 	observer agent.Observer
@@ -171,15 +175,17 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, replica s
 	if err := cfg.RequireLLM(); err != nil {
 		return nil, fmt.Errorf("configuration:\n%w", err)
 	}
-	model, err := newModel(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
-	}
 	st, kind, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	log.Info("store opened", "kind", kind)
+	limits := newModelLimits(cfg, st, log)
+	model, err := newModel(cfg, limits.Pause)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("model: %w", err)
+	}
 	// A replica of serve has a name that outlives it and a boot number:
 	// its lease owner, and the name its background jobs go by.
 	var owner string
@@ -216,12 +222,23 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, replica s
 	if prompt == "" {
 		prompt = systemPrompt
 	}
-	loop := &agent.Loop{Model: model, System: prompt, MaxSteps: cfg.Agent.MaxSteps, Timeout: cfg.Agent.TurnTimeout, Limits: cfg.Limits(), Logger: log}
+	loop := &agent.Loop{Model: limits.Model(model), System: prompt, MaxSteps: cfg.Agent.MaxSteps, Timeout: cfg.Agent.TurnTimeout, Limits: cfg.Limits(), Logger: log}
 	if box.skills != nil {
 		loop.Skills = box.skills // appended to the prompt above, which stays a stable prefix
 	}
 	loop.ModelName = cfg.LLM.Model
-	return &app{cfg: cfg, log: log, store: st, model: model, tools: box, loop: loop, owner: owner, sched: jobs.sched, guard: guard}, nil
+	return &app{cfg: cfg, log: log, store: st, model: model, limits: limits, tools: box, loop: loop, owner: owner, sched: jobs.sched, guard: guard}, nil
+}
+
+// newModelLimits keeps the model's calls within llm.max_concurrent and
+// its neighbours, shared through Redis when the store is Redis.
+func newModelLimits(cfg *config.Config, st store, log *slog.Logger) *modellimit.Limiter {
+	var shared modellimit.Shared
+	if rs, ok := st.(*redis.Store); ok {
+		shared = rs.ModelLimits()
+	}
+	return modellimit.New(modellimit.Config{MaxConcurrent: cfg.LLM.MaxConcurrent,
+		RequestsPerMinute: cfg.LLM.RequestsPerMinute, TokensPerMinute: cfg.LLM.TokensPerMinute}, shared, log)
 }
 
 // newScheduler keeps schedules in st, bounded by the configuration; nil if
@@ -303,6 +320,7 @@ func (a *app) run(ctx context.Context, d *agent.Dispatcher) {
 		}
 		wg.Go(func() { a.sched.Run(ctx, owner, a.log) })
 	}
+	wg.Go(func() { a.limits.Run(ctx) })
 	d.Run(ctx)
 	wg.Wait()
 }

@@ -321,7 +321,7 @@ func (d *doctor) llm(ctx context.Context) {
 	// One attempt each: doctor says what is wrong rather than waiting it out.
 	dc := *cfg
 	dc.LLM.MaxRetries = 0
-	m, err := newModel(&dc)
+	m, err := newModel(&dc, nil)
 	if err != nil {
 		d.fail("llm", err.Error())
 		return

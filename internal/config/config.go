@@ -142,6 +142,14 @@ type LLM struct {
 	// be up to 64 times as large (JSON framing). A call that passes it fails
 	// at once and is not retried.
 	MaxResponseKB int `yaml:"max_response_kb" json:"max_response_kb"`
+	// The endpoint's own limits, kept by every replica together (through
+	// Redis; with the embedded store, by this process): requests in
+	// flight, requests a minute and tokens a minute (estimated before a
+	// call, corrected after). 0 is no limit. Calls wait their turn in
+	// order, and a person whose call waits is told how many are ahead.
+	MaxConcurrent     int `yaml:"max_concurrent" json:"max_concurrent"`
+	RequestsPerMinute int `yaml:"requests_per_minute" json:"requests_per_minute"`
+	TokensPerMinute   int `yaml:"tokens_per_minute" json:"tokens_per_minute"`
 }
 
 // ToolProtocol is how tool calls are exchanged with the model.

@@ -94,6 +94,9 @@ func (v *validator) llm() {
 		v.add("llm.temperature", "%v is out of range; use 0 to 2, or leave it out for the server's default", *t)
 	}
 	v.atLeast("llm.max_tokens", l.MaxTokens, 0)
+	v.atLeast("llm.max_concurrent", l.MaxConcurrent, 0)
+	v.atLeast("llm.requests_per_minute", l.RequestsPerMinute, 0)
+	v.atLeast("llm.tokens_per_minute", l.TokensPerMinute, 0)
 	if l.ContextTokens < NoContextBudget {
 		v.add("llm.context_tokens", "%d is not a budget; write a number of tokens, 0 for the model's default, or %d for none", l.ContextTokens, NoContextBudget)
 	}
