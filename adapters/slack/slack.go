@@ -57,8 +57,10 @@ type Adapter struct {
 	edits   *adapters.Bucket  // chat.update, across the workspace
 	people  *expiring[person] // users.info answers: names, teams, guests
 	lookups singleflight.Group
-	admins  *expiring[bool] // users.info answers for IsAdmin
-	socket  atomic.Bool     // the Socket Mode connection is up
+	// prefetching holds a token for each lookup started ahead of a lane.
+	prefetching chan struct{}
+	admins      *expiring[bool] // users.info answers for IsAdmin
+	socket      atomic.Bool     // the Socket Mode connection is up
 }
 
 // New connects to the Web API (auth.test gives the bot's own IDs).
@@ -95,12 +97,13 @@ func New(ctx context.Context, cfg Config) (*Adapter, error) {
 	log.Info("slack connected", "team", auth.Team, "bot_user", auth.UserID)
 	return &Adapter{
 		cfg: cfg, api: api, log: log, http: cfg.HTTPClient,
-		norm:   normalizer{me: me, allowBots: cfg.AllowBots},
-		render: adapters.NewRenderer(cfg.Progress, log),
-		posts:  adapters.NewBuckets(time.Second, 3),
-		edits:  adapters.NewBucket(1200*time.Millisecond, 5),
-		people: &expiring[person]{ttl: personTTL, max: maxPeople},
-		admins: &expiring[bool]{ttl: adminTTL, max: maxPeople},
+		norm:        normalizer{me: me, allowBots: cfg.AllowBots},
+		render:      adapters.NewRenderer(cfg.Progress, log),
+		posts:       adapters.NewBuckets(time.Second, 3),
+		edits:       adapters.NewBucket(1200*time.Millisecond, 5),
+		people:      &expiring[person]{ttl: personTTL, max: maxPeople},
+		prefetching: make(chan struct{}, prefetchAtOnce),
+		admins:      &expiring[bool]{ttl: adminTTL, max: maxPeople},
 	}, nil
 }
 
@@ -199,6 +202,10 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 				a.onSocketEvent(ctx, sm, d, evt, after)
 				continue
 			}
+			// Who wrote is asked of users.info now, beside the lane, so
+			// that a burst of new people is not looked up one lane at a
+			// time before each ack.
+			a.prefetch(ctx, evt, &wg)
 			// A full lane holds the loop back: the unacked rest comes
 			// again.
 			select {
@@ -208,6 +215,40 @@ func (a *Adapter) Run(ctx context.Context, d agent.Submitter) error {
 			}
 		}
 	}
+}
+
+// prefetchAtOnce bounds the users.info lookups started ahead of the lanes.
+const prefetchAtOnce = 64
+
+// prefetch starts the lookup of an event's author when they are not
+// known yet and fewer than prefetchAtOnce lookups run; the lane finds the
+// answer in the cache, or joins the call under way.
+func (a *Adapter) prefetch(ctx context.Context, evt socketmode.Event, wg *sync.WaitGroup) {
+	api, _ := evt.Data.(slackevents.EventsAPIEvent)
+	var user string
+	switch ev := api.InnerEvent.Data.(type) {
+	case *slackevents.MessageEvent:
+		user = ev.User
+	case *slackevents.AppMentionEvent:
+		user = ev.User
+	}
+	if user == "" {
+		return
+	}
+	if _, ok := a.people.get(user); ok {
+		return
+	}
+	select {
+	case a.prefetching <- struct{}{}:
+	default:
+		return // the lane asks itself
+	}
+	wg.Go(func() {
+		defer func() { <-a.prefetching }()
+		if _, err := a.person(ctx, user); err != nil {
+			a.log.Debug("slack users.info ahead of the lane", "user", user, "err", err)
+		}
+	})
 }
 
 // laneOf is the lane of an Events API envelope: its channel's, so that
