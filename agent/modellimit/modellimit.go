@@ -55,8 +55,12 @@ type Shared interface {
 const slotTTL = 30 * time.Second
 
 // pollEvery is how often the head of the queue looks again while a shared
-// limit is full, and how often the shared pause is read.
+// limit is full.
 const pollEvery = 250 * time.Millisecond
+
+// pauseEvery is how often the shared pause is read: another replica's
+// Retry-After reaches this one within it, at one round trip a second.
+const pauseEvery = time.Second
 
 // Limiter keeps calls within Config. Use [Limiter.Model] to wrap a model.
 type Limiter struct {
@@ -133,7 +137,7 @@ func (l *Limiter) Run(ctx context.Context) {
 	}
 	renew := time.NewTicker(slotTTL / 3)
 	defer renew.Stop()
-	poll := time.NewTicker(pollEvery)
+	poll := time.NewTicker(pauseEvery)
 	defer poll.Stop()
 	for {
 		select {
