@@ -78,9 +78,14 @@ func TestMaxConcurrentIsFairAndTellsTheQueue(t *testing.T) {
 	if n := m.inFlight.Load(); n != 2 {
 		t.Fatalf("%d calls in flight, want 2", n)
 	}
-	for range 6 {
+	// One call ends at a time, so one waiter is let in at a time and the
+	// order they reach the model is the order they were let in.
+	for k := 2; k < 6; k++ {
 		m.release <- struct{}{}
+		waitFor(t, "the next let in", func() bool { return m.calls.Load() == int32(k+1) })
 	}
+	m.release <- struct{}{}
+	m.release <- struct{}{}
 	wg.Wait()
 	if m.most.Load() != 2 || m.calls.Load() != 6 {
 		t.Errorf("at most %d at once, %d calls", m.most.Load(), m.calls.Load())
