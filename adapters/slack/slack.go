@@ -224,14 +224,7 @@ const prefetchAtOnce = 64
 // known yet and fewer than prefetchAtOnce lookups run; the lane finds the
 // answer in the cache, or joins the call under way.
 func (a *Adapter) prefetch(ctx context.Context, evt socketmode.Event, wg *sync.WaitGroup) {
-	api, _ := evt.Data.(slackevents.EventsAPIEvent)
-	var user string
-	switch ev := api.InnerEvent.Data.(type) {
-	case *slackevents.MessageEvent:
-		user = ev.User
-	case *slackevents.AppMentionEvent:
-		user = ev.User
-	}
+	_, user := whereAndWho(evt)
 	if user == "" {
 		return
 	}
@@ -251,17 +244,23 @@ func (a *Adapter) prefetch(ctx context.Context, evt socketmode.Event, wg *sync.W
 	})
 }
 
+// whereAndWho is the channel and the author of an Events API envelope's
+// message, empty for other events.
+func whereAndWho(evt socketmode.Event) (channel, user string) {
+	api, _ := evt.Data.(slackevents.EventsAPIEvent)
+	switch ev := api.InnerEvent.Data.(type) {
+	case *slackevents.MessageEvent:
+		return ev.Channel, ev.User
+	case *slackevents.AppMentionEvent:
+		return ev.Channel, ev.User
+	}
+	return "", ""
+}
+
 // laneOf is the lane of an Events API envelope: its channel's, so that
 // one channel's events are recorded in the order they came.
 func laneOf(evt socketmode.Event, n int) int {
-	api, _ := evt.Data.(slackevents.EventsAPIEvent)
-	var channel string
-	switch ev := api.InnerEvent.Data.(type) {
-	case *slackevents.MessageEvent:
-		channel = ev.Channel
-	case *slackevents.AppMentionEvent:
-		channel = ev.Channel
-	}
+	channel, _ := whereAndWho(evt)
 	h := fnv.New32a()
 	h.Write([]byte(channel))
 	return int(h.Sum32() % uint32(n))
