@@ -228,23 +228,48 @@ func TestKeysOfASessionShareASlot(t *testing.T) {
 	}
 }
 
-// countHook counts round trips: one per command, one per pipeline.
-type countHook struct{ n atomic.Int64 }
+// countHook counts round trips: one per command, one per pipeline. It
+// keeps what each was, for a test to say which ones went over a budget.
+type countHook struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	seen []string
+}
 
 func (h *countHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 
 func (h *countHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
-		h.n.Add(1)
+		h.note(cmd.FullName())
 		return next(ctx, cmd)
 	}
 }
 
 func (h *countHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		h.n.Add(1)
+		names := make([]string, len(cmds))
+		for i, c := range cmds {
+			names[i] = c.FullName()
+		}
+		h.note("pipeline[" + strings.Join(names, " ") + "]")
 		return next(ctx, cmds)
 	}
+}
+
+func (h *countHook) note(what string) {
+	h.n.Add(1)
+	h.mu.Lock()
+	if len(h.seen) < 64 {
+		h.seen = append(h.seen, what)
+	}
+	h.mu.Unlock()
+}
+
+// trips says which round trips the hook has seen.
+func (h *countHook) trips() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.Join(h.seen, ", ")
 }
 
 // turnOf is a dispatcher turn: a user message, a tool call and its result,
