@@ -73,7 +73,7 @@ func TestSmallRun(t *testing.T) {
 			cfg := &config{
 				Platform: platform, Firstmate: binary, Replicas: 1, Redis: url,
 				Sessions: 20, Messages: 100, Dup: 0.1, Window: 2,
-				Tools: 1, Chunk: 4, Idle: time.Second, Settle: time.Second,
+				Tools: 1, Chunk: 4, Idle: time.Second, Settle: time.Second, ModelLatency: 300 * time.Millisecond,
 				Timeout: 40 * time.Second, Stall: 20 * time.Second, IdleVia: "store", Seed: 1,
 			}
 			if err := cfg.check(); err != nil {
@@ -119,6 +119,12 @@ func TestSmallRun(t *testing.T) {
 				t.Errorf("replicas: %+v", rep.Replica)
 			}
 
+			// Turns wait 300 ms on the model: the samples every 100 ms see
+			// some, at most one a person.
+			if h := rep.Held; h.Turns < 1 || h.Turns > 20 || h.RSSMB <= 0 || h.PerTurnKB < 0 {
+				t.Errorf("held at once: %+v", h)
+			}
+
 			// The JSON has every field an operator reads.
 			b, err := json.Marshal(rep)
 			if err != nil {
@@ -128,7 +134,7 @@ func TestSmallRun(t *testing.T) {
 			if err := json.Unmarshal(b, &fields); err != nil {
 				t.Fatal(err)
 			}
-			for _, f := range []string{"turns_per_s", "latency_ms", "lost", "answered_twice", "out_of_order", "redis", "replica", "platform_calls_per_turn", "cpu_s"} {
+			for _, f := range []string{"turns_per_s", "latency_ms", "lost", "answered_twice", "out_of_order", "redis", "replica", "platform_calls_per_turn", "cpu_s", "held"} {
 				if _, ok := fields[f]; !ok {
 					t.Errorf("the JSON report has no %q: %s", f, b)
 				}

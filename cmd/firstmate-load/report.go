@@ -46,6 +46,7 @@ type Report struct {
 	PlatformCalls map[string]float64 `json:"platform_calls_per_turn"`
 	Conns         ConnReport         `json:"new_connections_per_turn"`
 	CPU           CPUReport          `json:"cpu_s"`
+	Held          HeldReport         `json:"held,omitzero"`
 	Replica       []ReplicaReport    `json:"replica"`
 	IdleSessions  *IdleReport        `json:"idle_sessions,omitempty"`
 	Notes         []string           `json:"notes,omitempty"`
@@ -83,6 +84,15 @@ type RedisReport struct {
 type ConnReport struct {
 	ModelPerTurn float64 `json:"model"`
 	APIPerTurn   float64 `json:"platform_api"`
+}
+
+// HeldReport is the moment of the load with the most turns waiting on the
+// model at once (sampled every 100 ms), and what each cost in memory: the
+// replicas' RSS then, less their idle RSS, over the turns.
+type HeldReport struct {
+	Turns     int64   `json:"turns"`
+	RSSMB     float64 `json:"rss_mb"`
+	PerTurnKB float64 `json:"per_turn_kb"`
 }
 
 // CPUReport is CPU time used during the load (to the last answer), in
@@ -180,6 +190,10 @@ func (r *Report) WriteText(w io.Writer) {
 	p("new TCP connections per turn: to the model %.2f, to the platform API %.2f", r.Conns.ModelPerTurn, r.Conns.APIPerTurn)
 	p("cpu during the load: replicas %.2fs (%.2fms/turn), redis %.2fs, generator and fakes %.2fs",
 		r.CPU.Replicas, r.CPU.PerTurnMS, r.CPU.Redis, r.CPU.Generator)
+	if r.Held.Turns > 0 {
+		p("held at once: %d turns waiting on the model, RSS %.1f MB then: %.1f KB a turn over the idle RSS",
+			r.Held.Turns, r.Held.RSSMB, r.Held.PerTurnKB)
+	}
 	for _, rep := range r.Replica {
 		p("replica %s (pid %d): RSS idle %.1f MB (anon %.1f, file %.1f), after load %.1f MB, peak %.1f MB; heap idle %.1f MB, after %.1f MB; goroutines idle %d, after %d; CPU %.2fs in the load, %.2fs in the settle",
 			rep.Name, rep.PID, rep.IdleRSSMB, rep.IdleAnonMB, rep.IdleFileMB, rep.LoadRSSMB, rep.PeakRSSMB, rep.IdleHeapMB, rep.LoadHeapMB,

@@ -37,7 +37,8 @@ type runner struct {
 	track *tracker
 	plat  platform
 	mdl   *model
-	llm   *front // the fake model, behind a front that counts connections
+	llm   *front    // the fake model, behind a front that counts connections
+	held  *inFlight // its calls being answered
 	reps  []*replica
 
 	idle statsDelta // Redis while the replicas idle
@@ -159,7 +160,8 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.mdl = &model{tools: cfg.Tools, latency: cfg.ModelLatency}
 	llm := fakellm.New(nil, fakellm.WithHandler(r.mdl.reply), fakellm.WithChunkSize(cfg.Chunk), fakellm.WithoutRecording())
 	r.later(llm.Close)
-	r.llm = newFront(llm)
+	r.held = &inFlight{next: llm}
+	r.llm = newFront(r.held)
 	r.later(r.llm.Close)
 
 	r.rep = &Report{
@@ -368,7 +370,12 @@ func (r *runner) load(ctx context.Context) error {
 	}
 
 	r.say("sending %d messages over %d sessions…", cfg.Messages, cfg.Sessions)
+	sctx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan holdSample, 1)
+	go func() { sampled <- r.sampleHeld(sctx) }()
 	loadErr := ph.run(ctx)
+	stopSampling()
+	held := <-sampled
 	turns := r.mdl.answers.Load() - turns0
 	requests := r.mdl.requests.Load() - requests0
 	cpuMid := cpuTimes(r.reps, r.redisPID)
@@ -425,6 +432,14 @@ func (r *runner) load(ctx context.Context) error {
 			Generator: (cpuMid.self - cpu0.self).Seconds(),
 		}
 		rep.CPU.PerTurnMS = rep.CPU.Replicas * 1000 / n
+	}
+	if held.turns > 0 {
+		var idle float64
+		for _, rp := range rep.Replica {
+			idle += rp.IdleRSSMB
+		}
+		rep.Held = HeldReport{Turns: held.turns, RSSMB: held.rssMB,
+			PerTurnKB: max(held.rssMB-idle, 0) * 1024 / float64(held.turns)}
 	}
 	for i, rp := range r.reps {
 		rt := rp.readRuntime()
