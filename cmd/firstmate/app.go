@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 	"github.com/firstmate/firstmate/agent/openai"
 	"github.com/firstmate/firstmate/agent/schedules"
 	"github.com/firstmate/firstmate/internal/config"
+	"github.com/firstmate/firstmate/internal/memlimit"
 	"github.com/firstmate/firstmate/store/local"
 	"github.com/firstmate/firstmate/store/redis"
 	"github.com/firstmate/firstmate/tools"
@@ -145,6 +148,25 @@ type app struct {
 	// agent.Owner of replicaName and a boot); empty for chat, whose owner
 	// is random.
 	owner string
+	// maxTurns is how many turns it holds at once (see memoryPlan).
+	maxTurns int
+}
+
+// memoryPlan is what the process's memory limit means for it: how many
+// turns it holds at once (agent.max_turns, or when that is 0 what the
+// limit of its cgroup leaves room for) and the Go runtime's soft limit
+// (0: leave it; GOMEMLIMIT, if set, is the operator's). sys is the root
+// of /proc and /sys.
+func memoryPlan(cfg *config.Config, sys fs.FS, env func(string) (string, bool)) (turns int, soft int64, lim memlimit.Limit) {
+	lim = memlimit.Find(sys)
+	turns = cfg.Agent.MaxTurns
+	if turns == 0 {
+		turns = memlimit.Turns(lim.Bytes, agent.DefaultMaxTurns)
+	}
+	if _, set := env("GOMEMLIMIT"); !set && lim.Bytes > 0 {
+		soft = memlimit.Soft(lim.Bytes)
+	}
+	return turns, soft, lim
 }
 
 // replicaName is this process's name among replicas: FIRSTMATE_REPLICA if
@@ -227,7 +249,15 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, replica s
 		loop.Skills = box.skills // appended to the prompt above, which stays a stable prefix
 	}
 	loop.ModelName = cfg.LLM.Model
-	return &app{cfg: cfg, log: log, store: st, model: model, limits: limits, tools: box, loop: loop, owner: owner, sched: jobs.sched, guard: guard}, nil
+	turns, soft, lim := memoryPlan(cfg, os.DirFS("/"), os.LookupEnv)
+	if soft > 0 {
+		debug.SetMemoryLimit(soft)
+	}
+	if lim.Bytes > 0 {
+		log.Info("memory limit", "bytes", lim.Bytes, "from", lim.Source, "max_turns", turns, "go_soft_limit", soft)
+	}
+	return &app{cfg: cfg, log: log, store: st, model: model, limits: limits, tools: box, loop: loop, owner: owner, sched: jobs.sched, guard: guard,
+		maxTurns: turns}, nil
 }
 
 // newModelLimits keeps the model's calls within llm.max_concurrent and
@@ -292,7 +322,7 @@ func (a *app) dispatcher(platforms map[string]agent.Platform) *agent.Dispatcher 
 		Tools:      a.tools.set,
 		Platforms:  platforms,
 		Workspaces: ws,
-		MaxTurns:   a.cfg.Agent.MaxTurns,
+		MaxTurns:   a.maxTurns,
 		Owner:      a.owner,
 		Limits:     agent.InputLimits{ContextTokens: a.loop.Limits.ContextTokens}, // the loop's budget; -1 (none) is none here too
 		Logger:     a.log,

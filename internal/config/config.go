@@ -167,7 +167,8 @@ type Agent struct {
 	TurnTimeout  time.Duration `yaml:"turn_timeout" json:"turn_timeout"`   // wall time per turn
 	// MaxTurns bounds the turns in flight in this process at once; a
 	// turn that waits on the model holds a goroutine and its messages,
-	// nothing more. More wait, in order. 0: the default, 4096.
+	// nothing more. More wait, in order. 0 (the default): as many as the
+	// memory limit of the replica's cgroup leaves room for, at most 4096.
 	MaxTurns int `yaml:"max_turns" json:"max_turns"`
 	// Workers is no longer used: turns are not run by a fixed number of
 	// workers. Kept so that an older file still loads; a warning says so.
@@ -429,7 +430,6 @@ func Default() *Config {
 		Agent: Agent{
 			MaxSteps:     20,
 			TurnTimeout:  10 * time.Minute,
-			MaxTurns:     agent.DefaultMaxTurns,
 			HistoryTurns: agent.DefaultRetention.MaxTurns,
 			Progress:     "full",
 

@@ -86,7 +86,7 @@ func TestDefaults(t *testing.T) {
 			StallTimeout:  time.Minute,
 			MaxResponseKB: 1024,
 		},
-		Agent: Agent{MaxSteps: 20, TurnTimeout: 10 * time.Minute, MaxTurns: agent.DefaultMaxTurns, HistoryTurns: 200, Progress: "full",
+		Agent: Agent{MaxSteps: 20, TurnTimeout: 10 * time.Minute, HistoryTurns: 200, Progress: "full",
 			MaxCallsPerStep: 32, StepResultsKB: 256, TurnResultsKB: 1024},
 		Store:   Store{RedisPrefix: "fm", DataDir: "/home/mate/.local/share/firstmate"},
 		HTTP:    HTTP{Addr: "127.0.0.1:8080"},
@@ -456,8 +456,8 @@ func TestFileProblems(t *testing.T) {
 			key: "agent.max_steps", line: 2, msg: `"many" is not a whole number`},
 		{name: "max steps zero", file: "agent:\n  max_steps: 0\n",
 			key: "agent.max_steps", line: 2, msg: "0 is too small; use 1 or more"},
-		{name: "max turns zero", file: "agent:\n  max_turns: 0\n",
-			key: "agent.max_turns", line: 2, msg: "use 1 or more"},
+		{name: "max turns below zero", file: "agent:\n  max_turns: -1\n",
+			key: "agent.max_turns", line: 2, msg: "use 0 or more"},
 		{name: "webhook over http", file: "telegram:\n  webhook_url: http://bot.example/hook\n  webhook_secret: abc\n",
 			key: "telegram.webhook_url", line: 2, msg: "only over https"},
 		{name: "webhook without secret", file: "telegram:\n  webhook_url: https://bot.example/hook\n",
@@ -706,7 +706,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
   timeout: 90
   modle: x
 agent:
-  max_turns: 0
+  max_turns: -1
 log:
   level: loud
 admins: [bob]

@@ -108,7 +108,7 @@ func (v *validator) agent() {
 	if a.TurnTimeout <= 0 {
 		v.add("agent.turn_timeout", "%v must be positive, such as 10m", a.TurnTimeout)
 	}
-	v.atLeast("agent.max_turns", a.MaxTurns, 1)
+	v.atLeast("agent.max_turns", a.MaxTurns, 0)
 	v.atLeast("agent.history_turns", a.HistoryTurns, 1)
 	v.atLeast("agent.max_calls_per_step", a.MaxCallsPerStep, 1)
 	v.atLeast("agent.step_results_kb", a.StepResultsKB, 1)
