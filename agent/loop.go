@@ -397,11 +397,18 @@ func emit(ctx context.Context, th Thread, ev Event, log *slog.Logger) {
 	}
 }
 
-// offered returns the specs of the tools the policy does not deny.
+// offered returns the specs of the tools the policy does not deny: specs
+// itself when it denies none (shared by turns, read and never written),
+// so that a turn waiting on the model holds no copy of its own.
 func offered(specs []ToolSpec, mode func(string) ToolMode) []ToolSpec {
-	out := make([]ToolSpec, 0, len(specs))
-	for _, s := range specs {
-		if mode(s.Name) != ToolDeny {
+	denied := func(s ToolSpec) bool { return mode(s.Name) == ToolDeny }
+	i := slices.IndexFunc(specs, denied)
+	if i < 0 {
+		return specs
+	}
+	out := append(make([]ToolSpec, 0, len(specs)-1), specs[:i]...)
+	for _, s := range specs[i+1:] {
+		if !denied(s) {
 			out = append(out, s)
 		}
 	}

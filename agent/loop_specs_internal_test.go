@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,4 +46,37 @@ func TestToolSpecsGoWithTheirSet(t *testing.T) {
 		t.Error("the live set's specs were dropped")
 	}
 	runtime.KeepAlive(kept)
+}
+
+// A policy that denies nothing offers the set's own specs, no copy a
+// turn; one that denies some leaves them out wherever they are, and the
+// shared specs stay whole.
+func TestOfferedCopiesOnlyToLeaveOut(t *testing.T) {
+	specs := []ToolSpec{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}}
+	names := func(s []ToolSpec) (out string) {
+		for _, x := range s {
+			out += x.Name
+		}
+		return out
+	}
+	if got := offered(specs, func(string) ToolMode { return ToolAllow }); &got[0] != &specs[0] || len(got) != 4 {
+		t.Errorf("nothing denied: %q, a copy", names(got))
+	}
+	if allocs := testing.AllocsPerRun(100, func() { offered(specs, func(string) ToolMode { return ToolAsk }) }); allocs != 0 {
+		t.Errorf("nothing denied: %.0f allocations", allocs)
+	}
+	for deny, want := range map[string]string{"a": "bcd", "b": "acd", "d": "abc", "ad": "bc", "abcd": ""} {
+		got := offered(specs, func(n string) ToolMode {
+			if strings.Contains(deny, n) {
+				return ToolDeny
+			}
+			return ToolAllow
+		})
+		if names(got) != want {
+			t.Errorf("deny %q: offered %q, want %q", deny, names(got), want)
+		}
+	}
+	if names(specs) != "abcd" {
+		t.Errorf("the shared specs became %q", names(specs))
+	}
 }
