@@ -32,6 +32,7 @@ var binary string
 func TestMain(m *testing.M) {
 	sandbox.MaybeHelper() // the sandbox's helper, when a benchmark starts commands of its own
 	flag.Parse()
+	clearCallersConfig()
 	// The end-to-end tests mostly wait (on the binary, the fakes, timers),
 	// not compute: unless -parallel says otherwise, run more of them at once
 	// than its default, GOMAXPROCS (measured: 6 takes their part of the run
@@ -55,6 +56,24 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// clearCallersConfig unsets the caller's configuration of firstmate and
+// its platforms and model, which in-process commands (admin, chat) would
+// read: each test sets what it needs itself. The benchmarks' own knobs
+// (FIRSTMATE_BENCH_*) stay.
+func clearCallersConfig() {
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "FIRSTMATE_BENCH_") {
+			continue
+		}
+		for _, p := range []string{"FIRSTMATE_", "SLACK_", "TELEGRAM_", "OPENAI_"} {
+			if strings.HasPrefix(k, p) {
+				os.Unsetenv(k)
+			}
+		}
+	}
 }
 
 // runBinary runs firstmate with args, stdin and a clean environment plus env.
