@@ -102,13 +102,16 @@ func TestCommittedAnswerIsShownByTheNextHolder(t *testing.T) {
 	m := echoModel()
 	h := startHarness(t, st, hcfg{Loop: &agent.Loop{Model: m}, ReadyEvery: 50 * time.Millisecond, Observer: obs})
 	waitFor(t, func() bool { a, _, _ := h.p.final(keyA); return len(a) == 1 })
-	time.Sleep(200 * time.Millisecond) // a second showing would have come by now
-	if a, _, _ := h.p.final(keyA); len(a) != 1 || a[0] != "the answer" || m.calls.Load() != 0 {
-		t.Fatalf("answers %q, model calls %d", a, m.calls.Load())
-	}
-	c, err := st.Claim(t.Context(), keyA, "check", time.Second)
+	// The holder marks it shown and lets the session go; once it has, a
+	// claim finds nothing left to show or answer, so no second showing
+	// can come (the lease held for the check keeps the holder out).
+	h.idle(t, keyA)
+	c, err := st.Claim(t.Context(), keyA, "check", time.Minute)
 	if err != nil || len(c.Outbox) != 0 || len(c.Mailbox) != 0 {
 		t.Fatalf("after showing: %+v %v", c, err)
+	}
+	if a, _, _ := h.p.final(keyA); len(a) != 1 || a[0] != "the answer" || m.calls.Load() != 0 {
+		t.Fatalf("answers %q, model calls %d", a, m.calls.Load())
 	}
 	if obs.delivered.Load() != 1 {
 		t.Errorf("delivered %d", obs.delivered.Load())
