@@ -153,6 +153,9 @@ type jobs struct {
 	// beating starts beat with the first job: a shell that never starts
 	// one (or only describes its tools) runs no goroutine.
 	beating sync.Once
+	// cpuOf reads the CPU time a job's process tree used: treeCPU, or a
+	// test's clock.
+	cpuOf func(pid int) time.Duration
 
 	mu    sync.Mutex
 	local map[*job]bool // the jobs running on this replica
@@ -161,7 +164,7 @@ type jobs struct {
 func newJobs(cfg Config, overQuota *quota) *jobs {
 	ctx, cancel := context.WithCancel(context.Background())
 	js := &jobs{sb: cfg.Sandbox, limits: cfg.Jobs.withDefaults(), quota: overQuota, board: cfg.Board, owner: cfg.Owner,
-		guard: cfg.Guard, log: cfg.Logger, ctx: ctx, cancel: cancel, local: map[*job]bool{}}
+		guard: cfg.Guard, log: cfg.Logger, ctx: ctx, cancel: cancel, local: map[*job]bool{}, cpuOf: treeCPU}
 	if js.board == nil {
 		js.board = newMemBoard()
 	}
@@ -367,7 +370,7 @@ func (js *jobs) beatSpace(sp string, mine []*job) {
 		}
 	}
 	for _, j := range mine {
-		if cpu := treeCPU(j.proc.Pid()); cpu > 0 {
+		if cpu := js.cpuOf(j.proc.Pid()); cpu > 0 {
 			j.mu.Lock()
 			j.cpu = max(j.cpu, cpu)
 			j.mu.Unlock()
