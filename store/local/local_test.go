@@ -220,6 +220,9 @@ func TestSweepDeletesExpiredGovernRecords(t *testing.T) {
 	if _, err := s.Hit(ctx, "msgs", time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.CountMessage(ctx, "telegram:44", "telegram:44::1", 10, time.Minute, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.AddUsage(ctx, key, "2025-03-04", 10); err != nil {
 		t.Fatal(err)
 	}

@@ -195,6 +195,23 @@ func (s *Store) Hit(ctx context.Context, name string, window time.Duration) (int
 	return incr.Val(), nil
 }
 
+// CountMessage implements govern.Store in one script, so one round trip.
+func (s *Store) CountMessage(ctx context.Context, who, message string, limit int64, window, dedup time.Duration) (govern.MessageCount, error) {
+	if err := storegov.CheckCountMessage(who, message, limit, window, dedup); err != nil {
+		return govern.MessageCount{}, err
+	}
+	n, wms := storegov.Window(time.Now(), window)
+	keys := []string{s.key(msgSeen, noKey, msgSeenName(who, message)), s.key(msgCount, noKey, msgCountName(who, wms, n))}
+	res, err := countMessageScript.Run(ctx, s.client, keys, ms(dedup), wms).Int64Slice()
+	if err != nil {
+		return govern.MessageCount{}, fmt.Errorf("redis count message: %w", err)
+	}
+	if len(res) != 2 {
+		return govern.MessageCount{}, fmt.Errorf("redis count message: script returned %d values", len(res))
+	}
+	return storegov.MessageCount(res[0], res[1] == 1, limit), nil
+}
+
 // AddUsage implements govern.Store.
 func (s *Store) AddUsage(ctx context.Context, channel agent.SessionKey, day string, tokens int64) (int64, error) {
 	if err := storegov.CheckUsage(channel, day, tokens); err != nil {

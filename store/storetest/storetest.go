@@ -74,7 +74,11 @@
 //   - DecideApproval's state must be a decision (approved, denied,
 //     expired); a zero time is the store's now.
 //   - Hit counts each window length apart: a name's per-minute and
-//     per-hour counts do not add up.
+//     per-hour counts do not add up; so does CountMessage.
+//   - CountMessage remembers a message as its author's (a name counted for
+//     one person is not counted for another), for its dedup whatever the
+//     window; a message delivered again is not counted, nor told of, and
+//     is answered with the count of the window it arrives in.
 //   - AddUsage takes a day written 2006-01-02 and tokens >= 0; a thread's
 //     usage is its channel's.
 //   - The audit log's IDs are the store's (an ID given to Audit is not
@@ -184,6 +188,7 @@ func Run(t *testing.T, open func(t *testing.T, c Config) Store) {
 		{"ConcurrentPair", s.testConcurrentPair},
 		{"Once", s.testOnce},
 		{"Hit", s.testHit},
+		{"CountMessage", s.testCountMessage},
 		{"Usage", s.testUsage},
 		{"Approval", s.testApproval},
 		{"ConcurrentDecideApproval", s.testConcurrentDecide},

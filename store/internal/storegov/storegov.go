@@ -193,6 +193,25 @@ func CheckName(what, name string, d time.Duration) error {
 	return nil
 }
 
+// CheckCountMessage checks the arguments of CountMessage.
+func CheckCountMessage(who, message string, limit int64, window, dedup time.Duration) error {
+	if who == "" || message == "" {
+		return fmt.Errorf("%w count message: empty author (%q) or message (%q)", agent.ErrInvalid, who, message)
+	}
+	if limit < 0 || window <= 0 || dedup <= 0 {
+		return fmt.Errorf("%w count message: limit %d, window %v, dedup %v (want a limit >= 0 and durations > 0)", agent.ErrInvalid, limit, window, dedup)
+	}
+	return nil
+}
+
+// MessageCount is CountMessage's answer when the author's count is n
+// after the call, which counted the message (first) or found it counted:
+// only the message counted as limit+1 is told of, so a person is told
+// once a window whatever the number of replicas.
+func MessageCount(n int64, first bool, limit int64) govern.MessageCount {
+	return govern.MessageCount{N: n, First: first, Tell: first && n == limit+1}
+}
+
 // Window returns the number of the fixed window of length w (aligned to the
 // Unix epoch) that now falls in, and w in milliseconds (at least 1).
 func Window(now time.Time, w time.Duration) (n, wms int64) {
