@@ -265,6 +265,14 @@ func (h *countHook) note(what string) {
 	h.mu.Unlock()
 }
 
+// reset forgets the round trips the hook has seen.
+func (h *countHook) reset() {
+	h.mu.Lock()
+	h.n.Store(0)
+	h.seen = nil
+	h.mu.Unlock()
+}
+
 // trips says which round trips the hook has seen.
 func (h *countHook) trips() string {
 	h.mu.Lock()
