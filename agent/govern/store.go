@@ -74,9 +74,6 @@ type Store interface {
 	AddUsage(ctx context.Context, channel agent.SessionKey, day string, tokens int64) (int64, error)
 	// Usage returns a channel's count for day.
 	Usage(ctx context.Context, channel agent.SessionKey, day string) (int64, error)
-	// Hit counts one event for name in the current fixed window of length
-	// window (aligned to the Unix epoch) and returns the count so far.
-	Hit(ctx context.Context, name string, window time.Duration) (int64, error)
 	// CountMessage counts a message toward its author's budget of limit
 	// messages in the current fixed window of length window (aligned to the
 	// Unix epoch), in one atomic step: who names the author, message the

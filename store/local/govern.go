@@ -31,10 +31,8 @@ var (
 	bucketPairSubjects = []byte("pair-subjects")
 	// name → expiry of a Once mark.
 	bucketOnce = []byte("once")
-	// name + window length → window number and count (two uint64).
-	bucketHits = []byte("hits")
 	// escaped author + window length → window number and count (two
-	// uint64), as bucketHits.
+	// uint64).
 	bucketMsgCounts = []byte("msg-counts")
 	// escaped author + escaped message → expiry of the mark that the
 	// message was counted.
@@ -50,7 +48,7 @@ var (
 	bucketAudit = []byte("audit")
 )
 
-var governBuckets = [][]byte{bucketGrants, bucketPairings, bucketPairSubjects, bucketOnce, bucketHits, bucketMsgCounts, bucketMsgSeen,
+var governBuckets = [][]byte{bucketGrants, bucketPairings, bucketPairSubjects, bucketOnce, bucketMsgCounts, bucketMsgSeen,
 	bucketApprovals, bucketUsage, bucketAudit}
 
 // update runs fn in a write transaction after checking ctx, and prefixes
@@ -281,21 +279,6 @@ func (s *Store) Once(ctx context.Context, name string, ttl time.Duration) (first
 	return first, err
 }
 
-// Hit implements govern.Store.
-func (s *Store) Hit(ctx context.Context, name string, window time.Duration) (count int64, err error) {
-	if err := storegov.CheckName("hit", name, window); err != nil {
-		return 0, err
-	}
-	n, wms := storegov.Window(time.Now(), window)
-	k := []byte(storegov.Escape(name) + ":" + strconv.FormatInt(wms, 10))
-	err = s.update(ctx, "hit", func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bucketHits)
-		count = windowCount(b.Get(k), n) + 1
-		return b.Put(k, encodeWindowCount(n, count))
-	})
-	return count, err
-}
-
 // CountMessage implements govern.Store in one transaction.
 func (s *Store) CountMessage(ctx context.Context, who, message string, limit int64, window, dedup time.Duration) (c govern.MessageCount, err error) {
 	if err := storegov.CheckCountMessage(who, message, limit, window, dedup); err != nil {
@@ -322,8 +305,8 @@ func (s *Store) CountMessage(ctx context.Context, who, message string, limit int
 	return c, err
 }
 
-// windowCount is the count that v (a record of bucketHits or
-// bucketMsgCounts) holds for window n: 0 if it is another window's.
+// windowCount is the count that v (a record of bucketMsgCounts) holds for
+// window n: 0 if it is another window's.
 func windowCount(v []byte, n int64) int64 {
 	if len(v) == 16 && int64(binary.BigEndian.Uint64(v)) == n {
 		return int64(binary.BigEndian.Uint64(v[8:]))
@@ -571,7 +554,7 @@ func sweepGovern(tx *bbolt.Tx, now time.Time) error {
 	if err := del(bucketOnce); err != nil {
 		return err
 	}
-	windowEnded := func(k, v []byte) bool {
+	collect(bucketMsgCounts, func(k, v []byte) bool {
 		// The key ends in the window's length; the value starts with its
 		// number.
 		i := bytes.LastIndexByte(k, ':')
@@ -581,12 +564,9 @@ func sweepGovern(tx *bbolt.Tx, now time.Time) error {
 		}
 		end := (int64(binary.BigEndian.Uint64(v)) + 1) * wms
 		return now.UnixMilli() >= end
-	}
-	for _, b := range [][]byte{bucketHits, bucketMsgCounts} {
-		collect(b, windowEnded)
-		if err := del(b); err != nil {
-			return err
-		}
+	})
+	if err := del(bucketMsgCounts); err != nil {
+		return err
 	}
 	collect(bucketMsgSeen, func(_, v []byte) bool { return !now.Before(decodeTime(v)) })
 	if err := del(bucketMsgSeen); err != nil {

@@ -316,50 +316,6 @@ func windowStart(w time.Duration) {
 	time.Sleep(time.Duration(next-now)*time.Millisecond + 30*time.Millisecond)
 }
 
-func hit(t *testing.T, st Store, name string, window time.Duration, want int64) {
-	t.Helper()
-	got, err := st.Hit(t.Context(), name, window)
-	if err != nil {
-		t.Fatalf("Hit(%q, %v): %v", name, window, err)
-	}
-	if got != want {
-		t.Fatalf("Hit(%q, %v) = %d, want %d", name, window, got, want)
-	}
-}
-
-func (s suite) testHit(t *testing.T) {
-	const window = time.Second
-	st := s.store(t, agent.Retention{})
-	windowStart(window)
-	hit(t, st, "msgs:slack:U1", window, 1)
-	hit(t, st, "msgs:slack:U1", window, 2)
-	hit(t, st, "msgs:slack:U1", window, 3)
-	hit(t, st, "msgs:slack:U2", window, 1)
-	hit(t, st, "msgs:slack%3AU1", window, 1)
-	// Windows of another length count apart.
-	hit(t, st, "msgs:slack:U1", time.Hour, 1)
-
-	const racers = 16
-	counts := make([]int64, racers)
-	errs := make([]error, racers)
-	parallel(racers, func(i int) { counts[i], errs[i] = st.Hit(t.Context(), "race", window) })
-	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("Hit: %v", err)
-	}
-	slices.Sort(counts)
-	for i, n := range counts {
-		if n != int64(i+1) {
-			t.Fatalf("concurrent Hit counts = %v, want 1 to %d", counts, racers)
-		}
-	}
-
-	// The next window starts from one.
-	windowStart(window)
-	hit(t, st, "msgs:slack:U1", window, 1)
-	hit(t, st, "msgs:slack:U1", window, 2)
-	hit(t, st, "msgs:slack:U1", time.Hour, 2)
-}
-
 // countMessage calls CountMessage with a limit of 2 and wants want.
 func countMessage(t *testing.T, st Store, who, message string, window, dedup time.Duration, want govern.MessageCount) {
 	t.Helper()
@@ -391,6 +347,8 @@ func (s suite) testCountMessage(t *testing.T) {
 	countMessage(t, st, ann, "slack:T1:C1::1.3", window, minute, again(3))
 	countMessage(t, st, ann, "slack:T1:C1::1.4", window, minute, counted(4))
 	countMessage(t, st, ann, "slack:T1:C1::1.5", window, minute, counted(5))
+	// A window of another length counts apart.
+	countMessage(t, st, ann, "slack:T1:C1::1.6", time.Hour, minute, counted(1))
 	// Another person, one message of Ann's by name: counted apart.
 	countMessage(t, st, "slack:U2", m1, window, minute, counted(1))
 	// Names that would collide if they were put in a key plainly.
@@ -878,8 +836,6 @@ func (s suite) testGovernInvalid(t *testing.T) {
 		{"Pair that has expired", errOf3(st.Pair(ctx, pairing("EEEE-0003", "telegram", govern.GrantUser, "1", now.Add(-2*minute), minute)))},
 		{"Once without a name", errOf(st.Once(ctx, "", minute))},
 		{"Once with a zero ttl", errOf(st.Once(ctx, "x", 0))},
-		{"Hit without a name", errOf(st.Hit(ctx, "", minute))},
-		{"Hit with a negative window", errOf(st.Hit(ctx, "x", -minute))},
 		{"CountMessage without an author", errOf(st.CountMessage(ctx, "", "m", 1, minute, minute))},
 		{"CountMessage without a message", errOf(st.CountMessage(ctx, "slack:U1", "", 1, minute, minute))},
 		{"CountMessage with a negative limit", errOf(st.CountMessage(ctx, "slack:U1", "m", -1, minute, minute))},

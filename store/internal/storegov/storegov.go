@@ -182,7 +182,7 @@ func Merge(approval, decision []byte) (agent.Approval, error) {
 	return a, nil
 }
 
-// CheckName checks the name and duration of a Once or Hit.
+// CheckName checks the name and duration of a Once.
 func CheckName(what, name string, d time.Duration) error {
 	if name == "" {
 		return fmt.Errorf("%w %s: empty name", agent.ErrInvalid, what)
