@@ -1097,8 +1097,7 @@ func (s *Store) sweepLoop(every time.Duration) {
 
 // sweep deletes dedup records, sessions, leases and governance records
 // (pairings, Once marks, message counts and marks, approvals, usage counts)
-// that expired
-// before now.
+// that expired before now.
 func (s *Store) sweep(now time.Time) error {
 	s.leases.mu.Lock()
 	for _, m := range []map[string]lease{s.leases.m, s.leases.named} {

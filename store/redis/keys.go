@@ -76,9 +76,9 @@ const (
 	// ttl.
 	once
 	// A person's message count in one window (name: msgCountName, the
-	// person, the window's length and its number since the epoch): an integer,
-	// expiring a window's length after its first message, when its window
-	// has surely ended.
+	// person, the window's length and its number since the epoch): an
+	// integer, expiring a window's length after its first message, when
+	// its window has surely ended.
 	msgCount
 	// A message counted toward its author's count (name: msgSeenName, the
 	// author and the message): "1", expiring after CountMessage's dedup.
@@ -203,12 +203,12 @@ const (
 // (every incoming message) is still spread over the Cluster, by person. A
 // message's mark needs no slot of its own, as it is only ever looked at
 // with its author's count. The ready keys share one tag: touchScript and
-// sweepScript change them together, and so do the schedule keys, which every schedule script
-// changes together. A channel's set of schedules carries the channel's key
-// after the tag, not in it, so it stays in the schedules' slot; the
-// schedules of every channel are on one shard, which their number (a few
-// per channel) and their traffic (a look a second per replica) do not
-// strain.
+// sweepScript change them together, and so do the schedule keys, which
+// every schedule script changes together. A channel's set of schedules
+// carries the channel's key after the tag, not in it, so it stays in the
+// schedules' slot; the schedules of every channel are on one shard, which
+// their number (a few per channel) and their traffic (a look a second per
+// replica) do not strain.
 func (s *Store) key(r record, k agent.SessionKey, name string) string {
 	switch r {
 	case grants:
