@@ -601,6 +601,53 @@ func TestBudgets(t *testing.T) {
 	}
 }
 
+// A person's message count counts each message once: a platform's
+// re-delivery is not another message, the same ID in another chat is. The
+// message past the limit is told of, the ones after it are dropped
+// quietly, and a message without an author is not counted.
+func TestMessageRateCountsEachMessageOnce(t *testing.T) {
+	// The count is a minute's, aligned to the clock: keep the test in one.
+	if left := time.Minute - time.Duration(time.Now().UnixNano())%time.Minute; left < 2*time.Second {
+		time.Sleep(left)
+	}
+	st := openStore(t)
+	gate := govern.New(govern.Config{Store: st, Budgets: govern.Budgets{UserMessagesPerMinute: 2}})
+	b1, b2 := agent.SessionKey{Platform: "test", Chat: "B1"}, agent.SessionKey{Platform: "test", Chat: "B2"}
+	receive := func(key agent.SessionKey, id, user string) agent.Admission {
+		t.Helper()
+		a, err := gate.Receive(t.Context(), agent.Inbound{Key: key, MessageID: id, User: agent.User{ID: user}, Text: "hi", Addressed: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	for _, step := range []struct {
+		what     string
+		key      agent.SessionKey
+		id, user string
+		ok, told bool
+	}{
+		{"first message", b1, "1", "U1", true, false},
+		{"delivered again", b1, "1", "U1", true, false},
+		{"delivered once more", b1, "1", "U1", true, false},
+		{"its ID in another chat", b2, "1", "U1", true, false},
+		{"third message", b1, "2", "U1", false, true},
+		{"fourth message", b1, "3", "U1", false, false},
+		{"another person", b1, "4", "U2", true, false},
+		{"no author", b1, "5", "", true, false},
+		{"no author again", b1, "6", "", true, false},
+		{"no author, a third time", b1, "7", "", true, false},
+	} {
+		a := receive(step.key, step.id, step.user)
+		if a.OK != step.ok || (a.Tell != "") != step.told {
+			t.Fatalf("%s: %+v, want OK %v, told %v", step.what, a, step.ok, step.told)
+		}
+	}
+	if n := len(auditOf(t, st, govern.AuditBudget)); n != 1 {
+		t.Errorf("%d budget entries audited, want 1", n)
+	}
+}
+
 // adminPlatform says U5 administers every chat, as a Telegram group's
 // creator administers the group they made.
 type adminPlatform struct{ *platform }

@@ -190,23 +190,23 @@ func (g *Gate) pair(ctx context.Context, in agent.Inbound) (agent.Admission, err
 }
 
 // rate drops in when its author sent more messages this minute than a
-// person may; they are told once a minute.
+// person may; they are told once a minute. A platform's re-delivery of a
+// message is not another message.
 func (g *Gate) rate(ctx context.Context, in agent.Inbound) (agent.Admission, error) {
 	limit := g.cfg.Budgets.UserMessagesPerMinute
 	if limit <= 0 || in.User.ID == "" || g.globalAdmin(in.Key.Platform, in.User) {
 		return agent.Admission{OK: true}, nil
 	}
-	who := in.Key.Platform + ":" + in.User.ID
-	// A platform's re-delivery of a message is not another message.
-	if first, err := g.cfg.Store.Once(ctx, "counted:"+in.Key.Channel().String()+":"+in.MessageID, 10*time.Minute); err != nil || !first {
-		return agent.Admission{OK: err == nil}, err
-	}
-	n, err := g.cfg.Store.Hit(ctx, "msgs:"+who, time.Minute)
-	if err != nil || n <= int64(limit) {
-		return agent.Admission{OK: err == nil}, err
-	}
-	if first, err := g.cfg.Store.Once(ctx, "rate-told:"+who, time.Minute); err != nil || !first {
+	c, err := g.cfg.Store.CountMessage(ctx, in.Key.Platform+":"+in.User.ID, in.Key.Channel().String()+":"+in.MessageID,
+		int64(limit), time.Minute, 10*time.Minute)
+	if err != nil {
 		return agent.Admission{}, err
+	}
+	if !c.First || c.N <= int64(limit) {
+		return agent.Admission{OK: true}, nil
+	}
+	if !c.Tell {
+		return agent.Admission{}, nil
 	}
 	g.audit(ctx, AuditEntry{Action: AuditBudget, Platform: in.Key.Platform, Channel: in.Key.Channel().String(), User: AuditUser(in.Key.Platform, in.User.ID),
 		Outcome: "messages", Detail: fmt.Sprintf("more than %d messages a minute", limit)})

@@ -74,9 +74,27 @@ type Store interface {
 	AddUsage(ctx context.Context, channel agent.SessionKey, day string, tokens int64) (int64, error)
 	// Usage returns a channel's count for day.
 	Usage(ctx context.Context, channel agent.SessionKey, day string) (int64, error)
-	// Hit counts one event for name in the current fixed window of length
-	// window (aligned to the Unix epoch) and returns the count so far.
-	Hit(ctx context.Context, name string, window time.Duration) (int64, error)
+	// CountMessage counts a message toward its author's budget of limit
+	// messages in the current fixed window of length window (aligned to the
+	// Unix epoch), in one atomic step: who names the author, message the
+	// message (its chat and its ID). A message already counted within the
+	// last dedup (a platform delivering it again) is not counted again. The
+	// one message that takes the count past limit is to be told of; the
+	// ones after it in the window are not.
+	CountMessage(ctx context.Context, who, message string, limit int64, window, dedup time.Duration) (MessageCount, error)
+}
+
+// MessageCount is what CountMessage made of a message.
+type MessageCount struct {
+	// N is the author's count in the current window, this message
+	// included once.
+	N int64
+	// First reports whether this call counted the message; false for one
+	// counted before.
+	First bool
+	// Tell reports whether this message is the first over the limit in
+	// the window: the one its author is told about.
+	Tell bool
 }
 
 // GrantKind is what a grant lets in: a person, or everyone in a chat.

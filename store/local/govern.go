@@ -31,8 +31,12 @@ var (
 	bucketPairSubjects = []byte("pair-subjects")
 	// name → expiry of a Once mark.
 	bucketOnce = []byte("once")
-	// name + window length → window number and count (two uint64).
-	bucketHits = []byte("hits")
+	// escaped author + window length → window number and count (two
+	// uint64).
+	bucketMsgCounts = []byte("msg-counts")
+	// escaped author + escaped message → expiry of the mark that the
+	// message was counted.
+	bucketMsgSeen = []byte("msg-seen")
 	// approval ID → Approval JSON (decided or not); kept until
 	// storegov.ApprovalKeep after its deadline.
 	bucketApprovals = []byte("approvals")
@@ -44,7 +48,8 @@ var (
 	bucketAudit = []byte("audit")
 )
 
-var governBuckets = [][]byte{bucketGrants, bucketPairings, bucketPairSubjects, bucketOnce, bucketHits, bucketApprovals, bucketUsage, bucketAudit}
+var governBuckets = [][]byte{bucketGrants, bucketPairings, bucketPairSubjects, bucketOnce, bucketMsgCounts, bucketMsgSeen,
+	bucketApprovals, bucketUsage, bucketAudit}
 
 // update runs fn in a write transaction after checking ctx, and prefixes
 // its error with what.
@@ -274,22 +279,44 @@ func (s *Store) Once(ctx context.Context, name string, ttl time.Duration) (first
 	return first, err
 }
 
-// Hit implements govern.Store.
-func (s *Store) Hit(ctx context.Context, name string, window time.Duration) (count int64, err error) {
-	if err := storegov.CheckName("hit", name, window); err != nil {
-		return 0, err
+// CountMessage implements govern.Store in one transaction.
+func (s *Store) CountMessage(ctx context.Context, who, message string, limit int64, window, dedup time.Duration) (c govern.MessageCount, err error) {
+	if err := storegov.CheckCountMessage(who, message, limit, window, dedup); err != nil {
+		return govern.MessageCount{}, err
 	}
-	n, wms := storegov.Window(time.Now(), window)
-	k := []byte(storegov.Escape(name) + ":" + strconv.FormatInt(wms, 10))
-	err = s.update(ctx, "hit", func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bucketHits)
-		if v := b.Get(k); len(v) == 16 && int64(binary.BigEndian.Uint64(v)) == n {
-			count = int64(binary.BigEndian.Uint64(v[8:]))
+	now := time.Now()
+	n, wms := storegov.Window(now, window)
+	mark := []byte(storegov.Escape(who) + ":" + storegov.Escape(message))
+	k := []byte(storegov.Escape(who) + ":" + strconv.FormatInt(wms, 10))
+	err = s.update(ctx, "count message", func(tx *bbolt.Tx) error {
+		counts, seen := tx.Bucket(bucketMsgCounts), tx.Bucket(bucketMsgSeen)
+		count := windowCount(counts.Get(k), n)
+		if exp := seen.Get(mark); exp != nil && now.Before(decodeTime(exp)) {
+			c = storegov.MessageCount(count, false, limit)
+			return nil
 		}
 		count++
-		return b.Put(k, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(n)), uint64(count)))
+		c = storegov.MessageCount(count, true, limit)
+		if err := seen.Put(mark, encodeTime(now.Add(dedup))); err != nil {
+			return err
+		}
+		return counts.Put(k, encodeWindowCount(n, count))
 	})
-	return count, err
+	return c, err
+}
+
+// windowCount is the count that v (a record of bucketMsgCounts) holds for
+// window n: 0 if it is another window's.
+func windowCount(v []byte, n int64) int64 {
+	if len(v) == 16 && int64(binary.BigEndian.Uint64(v)) == n {
+		return int64(binary.BigEndian.Uint64(v[8:]))
+	}
+	return 0
+}
+
+// encodeWindowCount is windowCount's record of count in window n.
+func encodeWindowCount(n, count int64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(n)), uint64(count))
 }
 
 // AddUsage implements govern.Store.
@@ -527,7 +554,7 @@ func sweepGovern(tx *bbolt.Tx, now time.Time) error {
 	if err := del(bucketOnce); err != nil {
 		return err
 	}
-	collect(bucketHits, func(k, v []byte) bool {
+	collect(bucketMsgCounts, func(k, v []byte) bool {
 		// The key ends in the window's length; the value starts with its
 		// number.
 		i := bytes.LastIndexByte(k, ':')
@@ -538,7 +565,11 @@ func sweepGovern(tx *bbolt.Tx, now time.Time) error {
 		end := (int64(binary.BigEndian.Uint64(v)) + 1) * wms
 		return now.UnixMilli() >= end
 	})
-	if err := del(bucketHits); err != nil {
+	if err := del(bucketMsgCounts); err != nil {
+		return err
+	}
+	collect(bucketMsgSeen, func(_, v []byte) bool { return !now.Before(decodeTime(v)) })
+	if err := del(bucketMsgSeen); err != nil {
 		return err
 	}
 	approvals := tx.Bucket(bucketApprovals)

@@ -148,6 +148,11 @@ func open(path string, ret agent.Retention, wait time.Duration, opts ...Option) 
 				return err
 			}
 		}
+		// The counters of Hit, which message counts replaced: nothing
+		// reads or sweeps them any more.
+		if err := tx.DeleteBucket([]byte("hits")); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+			return err
+		}
 		if index {
 			return indexWaiting(tx)
 		}
@@ -1091,8 +1096,8 @@ func (s *Store) sweepLoop(every time.Duration) {
 }
 
 // sweep deletes dedup records, sessions, leases and governance records
-// (pairings, Once marks, Hit counters, approvals, usage counts) that expired
-// before now.
+// (pairings, Once marks, message counts and marks, approvals, usage counts)
+// that expired before now.
 func (s *Store) sweep(now time.Time) error {
 	s.leases.mu.Lock()
 	for _, m := range []map[string]lease{s.leases.m, s.leases.named} {

@@ -203,6 +203,43 @@ func BenchmarkTurn(b *testing.B) {
 	}
 }
 
+// reopenOlder makes s's file an older one with older, closes s and opens
+// the file again.
+func reopenOlder(t *testing.T, s *Store, path string, older func(tx *bbolt.Tx) error) *Store {
+	t.Helper()
+	if err := s.db.Update(older); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err := Open(path, agent.Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// A file written before message counts keeps Hit's counters in a bucket
+// nothing reads or sweeps any more; Open drops it.
+func TestOpenDropsHitCounters(t *testing.T) {
+	s, path := openTemp(t, agent.Retention{})
+	s = reopenOlder(t, s, path, func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("hits"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("msgs%3Aslack%3AU1:60000"), make([]byte, 16))
+	})
+	if err := s.db.View(func(tx *bbolt.Tx) error {
+		if tx.Bucket([]byte("hits")) != nil {
+			t.Error("the hits bucket is still there")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSweepDeletesExpiredGovernRecords(t *testing.T) {
 	s, _ := openTemp(t, agent.Retention{})
 	ctx := t.Context()
@@ -217,7 +254,7 @@ func TestSweepDeletesExpiredGovernRecords(t *testing.T) {
 	if _, err := s.Once(ctx, "refused", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Hit(ctx, "msgs", time.Minute); err != nil {
+	if _, err := s.CountMessage(ctx, "telegram:44", "telegram:44::1", 10, time.Minute, 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.AddUsage(ctx, key, "2025-03-04", 10); err != nil {
@@ -383,7 +420,7 @@ func TestOpenIndexesAnOlderFile(t *testing.T) {
 		}
 	}
 	// Make it an older file.
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	s = reopenOlder(t, s, path, func(tx *bbolt.Tx) error {
 		for _, name := range [][]byte{bucketReady, bucketReadyAt} {
 			if err := tx.DeleteBucket(name); err != nil {
 				return err
@@ -394,16 +431,6 @@ func TestOpenIndexesAnOlderFile(t *testing.T) {
 			return sessions.Bucket(name).DeleteBucket(bucketOutbox)
 		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-
-	s, err = Open(path, agent.Retention{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	got, err := s.Ready(ctx, 10)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("Ready after opening an older file = %v, %v; want its 2 sessions", got, err)

@@ -175,24 +175,21 @@ func (s *Store) Once(ctx context.Context, name string, ttl time.Duration) (bool,
 	return first, nil
 }
 
-// Hit implements govern.Store. The counter and its TTL are set in one
-// MULTI, so a counter never lives without a TTL.
-func (s *Store) Hit(ctx context.Context, name string, window time.Duration) (int64, error) {
-	if err := storegov.CheckName("hit", name, window); err != nil {
-		return 0, err
+// CountMessage implements govern.Store in one script, so one round trip.
+func (s *Store) CountMessage(ctx context.Context, who, message string, limit int64, window, dedup time.Duration) (govern.MessageCount, error) {
+	if err := storegov.CheckCountMessage(who, message, limit, window, dedup); err != nil {
+		return govern.MessageCount{}, err
 	}
 	n, wms := storegov.Window(time.Now(), window)
-	k := s.key(hit, noKey, hitName(name, wms, n))
-	var incr *goredis.IntCmd
-	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		incr = p.Incr(ctx, k)
-		p.Do(ctx, "PEXPIRE", k, wms, "NX")
-		return nil
-	})
+	keys := []string{s.key(msgSeen, noKey, msgSeenName(who, message)), s.key(msgCount, noKey, msgCountName(who, wms, n))}
+	res, err := countMessageScript.Run(ctx, s.client, keys, ms(dedup), wms).Int64Slice()
 	if err != nil {
-		return 0, fmt.Errorf("redis hit: %w", err)
+		return govern.MessageCount{}, fmt.Errorf("redis count message: %w", err)
 	}
-	return incr.Val(), nil
+	if len(res) != 2 {
+		return govern.MessageCount{}, fmt.Errorf("redis count message: script returned %d values", len(res))
+	}
+	return storegov.MessageCount(res[0], res[1] == 1, limit), nil
 }
 
 // AddUsage implements govern.Store.

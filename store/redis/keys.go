@@ -75,11 +75,14 @@ const (
 	// A Once mark (name: the mark's name): "1", expiring after the mark's
 	// ttl.
 	once
-	// A Hit counter (name: hitName, the counter's name, the window's
-	// length and its number since the epoch): an integer, expiring a
-	// window's length after its first hit, when its window has surely
-	// ended.
-	hit
+	// A person's message count in one window (name: msgCountName, the
+	// person, the window's length and its number since the epoch): an
+	// integer, expiring a window's length after its first message, when
+	// its window has surely ended.
+	msgCount
+	// A message counted toward its author's count (name: msgSeenName, the
+	// author and the message): "1", expiring after CountMessage's dedup.
+	msgSeen
 	// The audit log: a stream of entries, one field "e" holding the
 	// entry's JSON. No TTL: it is capped by length (Options.AuditCap),
 	// and a record of who did what should outlive any idle time.
@@ -159,7 +162,8 @@ const (
 //	fm:{pair}:expiry                                 pairExpiry
 //	fm:{approval:0a1b2c}                             approval (name: ID)
 //	fm:{once:refused%3Atelegram%3A42}                once (name)
-//	fm:{hit:msgs%3Aslack%3AU1:60000:29000000}        hit (hitName)
+//	fm:{msgs:slack%3AU1}:60000:29000000              msgCount (msgCountName)
+//	fm:{msgs:slack%3AU1}:m:slack%3AT1%3AC1%3A%3A1.2  msgSeen (msgSeenName)
 //	fm:{audit}:log                                   audit
 //	fm:{ready}                                       ready
 //	fm:{ready}:touch                                 readyTouch
@@ -191,16 +195,20 @@ const (
 // '{' or '}'. No global key is a channel's: a channel's tag is its
 // SessionKey.String, which ends in ':' (the empty thread) unless a '}' in
 // it cuts the tag short, and then the key goes on with another '}'; a
-// global tag never ends in ':', and nothing after it holds a '}'. Once,
-// Hit and approval keys are tagged by their own name: each is one key, and
-// spreading them spreads the hot path (rate limits) over the Cluster. The
-// ready keys share one tag: touchScript and sweepScript change them
-// together, and so do the schedule keys, which every schedule script
-// changes together. A channel's set of schedules carries the channel's key
-// after the tag, not in it, so it stays in the schedules' slot; the
-// schedules of every channel are on one shard, which their number (a few
-// per channel) and their traffic (a look a second per replica) do not
-// strain.
+// global tag never ends in ':', and nothing after it holds a '}'. Once
+// and approval keys are tagged by their own name: each is one key, and
+// spreading them spreads their load over the Cluster. A person's message
+// counts and the marks of the messages counted share the person's tag:
+// CountMessage checks a mark and counts in one script, and the hot path
+// (every incoming message) is still spread over the Cluster, by person. A
+// message's mark needs no slot of its own, as it is only ever looked at
+// with its author's count. The ready keys share one tag: touchScript and
+// sweepScript change them together, and so do the schedule keys, which
+// every schedule script changes together. A channel's set of schedules
+// carries the channel's key after the tag, not in it, so it stays in the
+// schedules' slot; the schedules of every channel are on one shard, which
+// their number (a few per channel) and their traffic (a look a second per
+// replica) do not strain.
 func (s *Store) key(r record, k agent.SessionKey, name string) string {
 	switch r {
 	case grants:
@@ -215,8 +223,9 @@ func (s *Store) key(r record, k agent.SessionKey, name string) string {
 		return s.prefix + ":{approval:" + storegov.Escape(name) + "}"
 	case once:
 		return s.prefix + ":{once:" + storegov.Escape(name) + "}"
-	case hit:
-		return s.prefix + ":{hit:" + name + "}"
+	case msgCount, msgSeen:
+		who, rest, _ := strings.Cut(name, ":")
+		return s.prefix + ":{msgs:" + who + "}:" + rest
 	case audit:
 		return s.prefix + ":{audit}:log"
 	case ready:
@@ -264,12 +273,18 @@ func (s *Store) key(r record, k agent.SessionKey, name string) string {
 	panic("redis: unknown record kind")
 }
 
-// hitName is the name of a hit key: the counter's name (escaped, so the
-// ':' after it is the first), the window's length in milliseconds and the
-// window's number. The length is part of it so that counts of one name in
-// windows of different lengths stay apart.
-func hitName(name string, wms, n int64) string {
-	return storegov.Escape(name) + ":" + strconv.FormatInt(wms, 10) + ":" + strconv.FormatInt(n, 10)
+// msgCountName is the name of a person's msgCount key: the person's name
+// (escaped, so the ':' after it is the first, where key ends the hash
+// tag), the window's length in milliseconds and the window's number.
+func msgCountName(who string, wms, n int64) string {
+	return storegov.Escape(who) + ":" + strconv.FormatInt(wms, 10) + ":" + strconv.FormatInt(n, 10)
+}
+
+// msgSeenName is the name of a message's msgSeen key: its author's name
+// and the message's, both escaped, apart from the author's counts by the
+// "m" where theirs have a window's length.
+func msgSeenName(who, message string) string {
+	return storegov.Escape(who) + ":m:" + storegov.Escape(message)
 }
 
 // pairKeys returns the keys the pairing scripts take, in the order they

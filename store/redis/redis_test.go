@@ -265,6 +265,14 @@ func (h *countHook) note(what string) {
 	h.mu.Unlock()
 }
 
+// reset forgets the round trips the hook has seen.
+func (h *countHook) reset() {
+	h.mu.Lock()
+	h.n.Store(0)
+	h.seen = nil
+	h.mu.Unlock()
+}
+
 // trips says which round trips the hook has seen.
 func (h *countHook) trips() string {
 	h.mu.Lock()
@@ -625,7 +633,7 @@ func TestGovernKeys(t *testing.T) {
 	if _, err := s.Once(ctx, "refused:telegram:44:44", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Hit(ctx, "msgs:telegram:45", time.Minute); err != nil {
+	if _, err := s.CountMessage(ctx, "telegram:46", "telegram:46::1", 10, time.Minute, 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.AddUsage(ctx, ch, "2025-03-04", 10); err != nil {
@@ -643,13 +651,14 @@ func TestGovernKeys(t *testing.T) {
 	// At most, because the request stays until its expiry; at least, so
 	// that a key does not outlive its content by much.
 	ttls := map[string][2]time.Duration{
-		s.key(pairCodes, noKey, ""):                            {59 * time.Minute, time.Hour},
-		s.key(pairSubjects, noKey, ""):                         {59 * time.Minute, time.Hour},
-		s.key(pairExpiry, noKey, ""):                           {59 * time.Minute, time.Hour},
-		s.key(once, noKey, "refused:telegram:44:44"):           {59 * time.Minute, time.Hour},
-		s.key(hit, noKey, hitName("msgs:telegram:45", wms, n)): {59 * time.Second, time.Minute},
-		s.key(usage, ch, "2025-03-04"):                         {storegov.UsageTTL - time.Minute, storegov.UsageTTL},
-		s.key(approval, noKey, "a1"):                           {storegov.ApprovalKeep, storegov.ApprovalKeep + time.Minute},
+		s.key(pairCodes, noKey, ""):                                         {59 * time.Minute, time.Hour},
+		s.key(pairSubjects, noKey, ""):                                      {59 * time.Minute, time.Hour},
+		s.key(pairExpiry, noKey, ""):                                        {59 * time.Minute, time.Hour},
+		s.key(once, noKey, "refused:telegram:44:44"):                        {59 * time.Minute, time.Hour},
+		s.key(msgCount, noKey, msgCountName("telegram:46", wms, n)):         {59 * time.Second, time.Minute},
+		s.key(msgSeen, noKey, msgSeenName("telegram:46", "telegram:46::1")): {9 * time.Minute, 10 * time.Minute},
+		s.key(usage, ch, "2025-03-04"):                                      {storegov.UsageTTL - time.Minute, storegov.UsageTTL},
+		s.key(approval, noKey, "a1"):                                        {storegov.ApprovalKeep, storegov.ApprovalKeep + time.Minute},
 	}
 	keys := keysOf(t, c, s)
 	if len(keys) != len(noTTL)+len(ttls) {
@@ -689,7 +698,9 @@ func TestGlobalKeys(t *testing.T) {
 		{s.key(approval, noKey, "0a1b"), "fm:{approval:0a1b}"},
 		{s.key(approval, noKey, "a:}{"), "fm:{approval:a%3A%7D%7B}"},
 		{s.key(once, noKey, "refused:telegram:42"), "fm:{once:refused%3Atelegram%3A42}"},
-		{s.key(hit, noKey, hitName("msgs:slack:U1", 60000, 29000000)), "fm:{hit:msgs%3Aslack%3AU1:60000:29000000}"},
+		{s.key(msgCount, noKey, msgCountName("slack:U1", 60000, 29000000)), "fm:{msgs:slack%3AU1}:60000:29000000"},
+		{s.key(msgSeen, noKey, msgSeenName("slack:U1", "slack:T1:C1::1.2")), "fm:{msgs:slack%3AU1}:m:slack%3AT1%3AC1%3A%3A1.2"},
+		{s.key(msgSeen, noKey, msgSeenName("{x}:", "}")), "fm:{msgs:%7Bx%7D%3A}:m:%7D"},
 		{s.key(audit, noKey, ""), "fm:{audit}:log"},
 		{s.key(ready, noKey, ""), "fm:{ready}"},
 		{s.key(readyTouch, noKey, ""), "fm:{ready}:touch"},
@@ -703,8 +714,12 @@ func TestGlobalKeys(t *testing.T) {
 		}
 	}
 	// The pairing scripts take three keys, and so do the ready scripts:
-	// one slot each.
-	for _, keys := range [][]string{s.pairKeys(), s.readyKeys()} {
+	// one slot each. CountMessage takes a message's mark and its author's
+	// count: one slot, the author's, whatever the names hold.
+	for _, keys := range [][]string{s.pairKeys(), s.readyKeys(),
+		{s.key(msgSeen, noKey, msgSeenName("slack:U1", "slack:T1:C1::1.2")), s.key(msgCount, noKey, msgCountName("slack:U1", 60000, 1))},
+		{s.key(msgSeen, noKey, msgSeenName("a}{:", "{b}:")), s.key(msgCount, noKey, msgCountName("a}{:", 1, 1))},
+	} {
 		tag := hashTag(keys[0])
 		for _, k := range keys {
 			if hashTag(k) != tag {
@@ -717,7 +732,7 @@ func TestGlobalKeys(t *testing.T) {
 		{Platform: "once", Team: "x", Chat: "y"},
 		{Platform: "approval", Chat: "0a1b}"},
 		{Platform: "admin}", Team: "grants", Chat: "c"},
-		{Platform: "hit", Team: "a", Chat: "1"},
+		{Platform: "msgs", Team: "a", Chat: "1"},
 		{Platform: "ready}", Chat: "touch"},
 		{Platform: "ready", Chat: "x"},
 		{Platform: "lease", Team: "x", Chat: "y"},
@@ -725,7 +740,8 @@ func TestGlobalKeys(t *testing.T) {
 		for _, r := range []record{mailbox, history, lease, outbox, claimed, settings} {
 			k := s.key(r, key, "")
 			for _, g := range []string{
-				s.key(grants, noKey, ""), s.key(once, noKey, "x:y"), s.key(approval, noKey, "0a1b"), s.key(hit, noKey, hitName("a", 1, 1)),
+				s.key(grants, noKey, ""), s.key(once, noKey, "x:y"), s.key(approval, noKey, "0a1b"),
+				s.key(msgCount, noKey, msgCountName("a", 1, 1)), s.key(msgSeen, noKey, msgSeenName("a", "1")),
 				s.key(ready, noKey, ""), s.key(readyTouch, noKey, ""), s.key(readySeq, noKey, ""),
 				s.key(boot, noKey, "x"), s.key(named, noKey, "x:y"),
 			} {

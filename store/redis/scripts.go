@@ -388,6 +388,22 @@ redis.call('ZREM', KEYS[3], ARGV[2])
 return v
 `)
 
+// countMessageScript counts a message toward its author's count in the
+// window, unless it was counted before. PEXPIRE NX gives the count its TTL
+// at its first message and keeps it after.
+//
+// KEYS: msgSeen, msgCount (one slot: the author's). ARGV: the mark's ttl,
+// the window's length. Returns {the count, 1 if this call counted the
+// message else 0}.
+var countMessageScript = goredis.NewScript(`
+if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then
+	return {tonumber(redis.call('GET', KEYS[2]) or '0'), 0}
+end
+local n = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2], 'NX')
+return {n, 1}
+`)
+
 // putApprovalScript stores a new approval.
 //
 // KEYS: approval. ARGV: request JSON, ttl. Returns 1 if stored, 0 if an

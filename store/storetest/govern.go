@@ -316,48 +316,109 @@ func windowStart(w time.Duration) {
 	time.Sleep(time.Duration(next-now)*time.Millisecond + 30*time.Millisecond)
 }
 
-func hit(t *testing.T, st Store, name string, window time.Duration, want int64) {
+// countMessage calls CountMessage with a limit of 2 and wants want.
+func countMessage(t *testing.T, st Store, who, message string, window, dedup time.Duration, want govern.MessageCount) {
 	t.Helper()
-	got, err := st.Hit(t.Context(), name, window)
+	got, err := st.CountMessage(t.Context(), who, message, 2, window, dedup)
 	if err != nil {
-		t.Fatalf("Hit(%q, %v): %v", name, window, err)
+		t.Fatalf("CountMessage(%q, %q, %v, %v): %v", who, message, window, dedup, err)
 	}
 	if got != want {
-		t.Fatalf("Hit(%q, %v) = %d, want %d", name, window, got, want)
+		t.Fatalf("CountMessage(%q, %q, %v, %v) = %+v, want %+v", who, message, window, dedup, got, want)
 	}
 }
 
-func (s suite) testHit(t *testing.T) {
-	const window = time.Second
+func (s suite) testCountMessage(t *testing.T) {
+	const window, dedup = time.Second, time.Second
 	st := s.store(t, agent.Retention{})
+	counted := func(n int64) govern.MessageCount { return govern.MessageCount{N: n, First: true} }
+	again := func(n int64) govern.MessageCount { return govern.MessageCount{N: n} }
+	told := govern.MessageCount{N: 3, First: true, Tell: true}
+	// Messages are named by chat and ID, as the gate names them.
+	const ann, m1, m1elsewhere = "slack:U1", "slack:T1:C1::1.1", "slack:T1:C2::1.1"
 	windowStart(window)
-	hit(t, st, "msgs:slack:U1", window, 1)
-	hit(t, st, "msgs:slack:U1", window, 2)
-	hit(t, st, "msgs:slack:U1", window, 3)
-	hit(t, st, "msgs:slack:U2", window, 1)
-	hit(t, st, "msgs:slack%3AU1", window, 1)
-	// Windows of another length count apart.
-	hit(t, st, "msgs:slack:U1", time.Hour, 1)
-
-	const racers = 16
-	counts := make([]int64, racers)
-	errs := make([]error, racers)
-	parallel(racers, func(i int) { counts[i], errs[i] = st.Hit(t.Context(), "race", window) })
-	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("Hit: %v", err)
+	countMessage(t, st, ann, m1, window, minute, counted(1))
+	countMessage(t, st, ann, m1, window, minute, again(1)) // delivered again
+	// The same ID in another chat is another message.
+	countMessage(t, st, ann, m1elsewhere, window, minute, counted(2))
+	// The message past the limit is told of, once: not when it is
+	// delivered again, nor for the ones after it.
+	countMessage(t, st, ann, "slack:T1:C1::1.3", window, minute, told)
+	countMessage(t, st, ann, "slack:T1:C1::1.3", window, minute, again(3))
+	countMessage(t, st, ann, "slack:T1:C1::1.4", window, minute, counted(4))
+	countMessage(t, st, ann, "slack:T1:C1::1.5", window, minute, counted(5))
+	// A window of another length counts apart.
+	countMessage(t, st, ann, "slack:T1:C1::1.6", time.Hour, minute, counted(1))
+	// Another person, one message of Ann's by name: counted apart.
+	countMessage(t, st, "slack:U2", m1, window, minute, counted(1))
+	// Names that would collide if they were put in a key plainly.
+	for _, who := range []string{"slack%3AU1", "slack:U1:", "{slack:U1}", "slack}"} {
+		countMessage(t, st, who, m1, window, minute, counted(1))
 	}
-	slices.Sort(counts)
-	for i, n := range counts {
-		if n != int64(i+1) {
-			t.Fatalf("concurrent Hit counts = %v, want 1 to %d", counts, racers)
+	for i, msg := range []string{"slack:T1:C1:", ":1.1", "{slack:T1:C1::1.1}", "slack%3AT1%3AC1%3A%3A1.1"} {
+		want := counted(int64(i + 1))
+		if i == 2 {
+			want = told
+		}
+		countMessage(t, st, "slack:U3", msg, window, minute, want)
+	}
+	// A mark with a shorter dedup (under an hour's window, which outlasts
+	// the test).
+	countMessage(t, st, "telegram:7", "telegram:7::1", time.Hour, dedup, counted(1))
+	countMessage(t, st, "telegram:7", "telegram:7::1", time.Hour, dedup, again(1))
+
+	time.Sleep(dedup + 300*time.Millisecond)
+	// Once its mark expired, a message delivered again is counted again.
+	countMessage(t, st, "telegram:7", "telegram:7::1", time.Hour, dedup, counted(2))
+	// A new window starts from one, and tells again.
+	windowStart(window)
+	countMessage(t, st, ann, "slack:T1:C1::2.1", window, minute, counted(1))
+	countMessage(t, st, ann, m1, window, minute, again(1)) // its mark outlives its window
+	countMessage(t, st, ann, "slack:T1:C1::2.2", window, minute, counted(2))
+	countMessage(t, st, ann, "slack:T1:C1::2.3", window, minute, told)
+
+	// Of racers with distinct messages, one is told; of racers with one
+	// message, one counts it.
+	const racers = 16
+	got := make([]govern.MessageCount, racers)
+	errs := make([]error, racers)
+	windowStart(window)
+	parallel(racers, func(i int) {
+		got[i], errs[i] = st.CountMessage(t.Context(), "race", fmt.Sprint("m", i), 2, window, minute)
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("CountMessage: %v", err)
+	}
+	var ns []int64
+	tells := 0
+	for _, c := range got {
+		ns = append(ns, c.N)
+		if c.Tell {
+			tells++
 		}
 	}
-
-	// The next window starts from one.
-	windowStart(window)
-	hit(t, st, "msgs:slack:U1", window, 1)
-	hit(t, st, "msgs:slack:U1", window, 2)
-	hit(t, st, "msgs:slack:U1", time.Hour, 2)
+	slices.Sort(ns)
+	for i, n := range ns {
+		if n != int64(i+1) {
+			t.Fatalf("concurrent counts = %v, want 1 to %d", ns, racers)
+		}
+	}
+	if tells != 1 {
+		t.Fatalf("%d racers were told, want 1", tells)
+	}
+	parallel(racers, func(i int) { got[i], errs[i] = st.CountMessage(t.Context(), "race", "one", 2, window, minute) })
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("CountMessage: %v", err)
+	}
+	firsts := 0
+	for _, c := range got {
+		if c.First {
+			firsts++
+		}
+	}
+	if firsts != 1 {
+		t.Fatalf("%d racers counted one message, want 1", firsts)
+	}
 }
 
 func (s suite) testUsage(t *testing.T) {
@@ -775,8 +836,11 @@ func (s suite) testGovernInvalid(t *testing.T) {
 		{"Pair that has expired", errOf3(st.Pair(ctx, pairing("EEEE-0003", "telegram", govern.GrantUser, "1", now.Add(-2*minute), minute)))},
 		{"Once without a name", errOf(st.Once(ctx, "", minute))},
 		{"Once with a zero ttl", errOf(st.Once(ctx, "x", 0))},
-		{"Hit without a name", errOf(st.Hit(ctx, "", minute))},
-		{"Hit with a negative window", errOf(st.Hit(ctx, "x", -minute))},
+		{"CountMessage without an author", errOf(st.CountMessage(ctx, "", "m", 1, minute, minute))},
+		{"CountMessage without a message", errOf(st.CountMessage(ctx, "slack:U1", "", 1, minute, minute))},
+		{"CountMessage with a negative limit", errOf(st.CountMessage(ctx, "slack:U1", "m", -1, minute, minute))},
+		{"CountMessage with a zero window", errOf(st.CountMessage(ctx, "slack:U1", "m", 1, 0, minute))},
+		{"CountMessage with a zero dedup", errOf(st.CountMessage(ctx, "slack:U1", "m", 1, minute, 0))},
 		{"AddUsage with an invalid key", errOf(st.AddUsage(ctx, agent.SessionKey{Chat: "C1"}, day, 1))},
 		{"AddUsage with a malformed day", errOf(st.AddUsage(ctx, chanA, "2025-3-4", 1))},
 		{"AddUsage without a day", errOf(st.AddUsage(ctx, chanA, "", 1))},

@@ -58,9 +58,10 @@
 //
 // And for govern.Store:
 //
-//   - Names from outside (grant IDs, Once and Hit names, approval and
-//     pairing IDs) are opaque: "a:b", "a%3Ab" and "{a}" are three names, and
-//     a grant's platform, kind and ID never run into each other.
+//   - Names from outside (grant IDs, Once names, CountMessage's authors and
+//     messages, approval and pairing IDs) are opaque: "a:b", "a%3Ab" and
+//     "{a}" are three names, and a grant's platform, kind and ID never run
+//     into each other.
 //   - A grant needs a platform, a kind (user or chat) and an ID; a pairing
 //     request also a code and an expiry in the future; anything else is
 //     agent.ErrInvalid and stores nothing.
@@ -73,8 +74,12 @@
 //     (24 hours), so that a late click is answered.
 //   - DecideApproval's state must be a decision (approved, denied,
 //     expired); a zero time is the store's now.
-//   - Hit counts each window length apart: a name's per-minute and
-//     per-hour counts do not add up.
+//   - CountMessage counts each window length apart: a person's per-minute
+//     and per-hour counts do not add up. It remembers a message as its
+//     author's (a name counted for one person is not counted for another),
+//     for its dedup whatever the window; a message delivered again is not
+//     counted, nor told of, and is answered with the count of the window it
+//     arrives in.
 //   - AddUsage takes a day written 2006-01-02 and tokens >= 0; a thread's
 //     usage is its channel's.
 //   - The audit log's IDs are the store's (an ID given to Audit is not
@@ -183,7 +188,7 @@ func Run(t *testing.T, open func(t *testing.T, c Config) Store) {
 		{"ConcurrentTakePairing", s.testConcurrentTakePairing},
 		{"ConcurrentPair", s.testConcurrentPair},
 		{"Once", s.testOnce},
-		{"Hit", s.testHit},
+		{"CountMessage", s.testCountMessage},
 		{"Usage", s.testUsage},
 		{"Approval", s.testApproval},
 		{"ConcurrentDecideApproval", s.testConcurrentDecide},

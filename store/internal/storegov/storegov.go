@@ -182,7 +182,7 @@ func Merge(approval, decision []byte) (agent.Approval, error) {
 	return a, nil
 }
 
-// CheckName checks the name and duration of a Once or Hit.
+// CheckName checks the name and duration of a Once.
 func CheckName(what, name string, d time.Duration) error {
 	if name == "" {
 		return fmt.Errorf("%w %s: empty name", agent.ErrInvalid, what)
@@ -191,6 +191,25 @@ func CheckName(what, name string, d time.Duration) error {
 		return fmt.Errorf("%w %s %q: duration %v <= 0", agent.ErrInvalid, what, name, d)
 	}
 	return nil
+}
+
+// CheckCountMessage checks the arguments of CountMessage.
+func CheckCountMessage(who, message string, limit int64, window, dedup time.Duration) error {
+	if who == "" || message == "" {
+		return fmt.Errorf("%w count message: empty author (%q) or message (%q)", agent.ErrInvalid, who, message)
+	}
+	if limit < 0 || window <= 0 || dedup <= 0 {
+		return fmt.Errorf("%w count message: limit %d, window %v, dedup %v (want a limit >= 0 and durations > 0)", agent.ErrInvalid, limit, window, dedup)
+	}
+	return nil
+}
+
+// MessageCount is CountMessage's answer when the author's count is n
+// after the call, which counted the message (first) or found it counted:
+// only the message counted as limit+1 is told of, so a person is told
+// once a window whatever the number of replicas.
+func MessageCount(n int64, first bool, limit int64) govern.MessageCount {
+	return govern.MessageCount{N: n, First: first, Tell: first && n == limit+1}
 }
 
 // Window returns the number of the fixed window of length w (aligned to the
