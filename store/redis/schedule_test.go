@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -78,7 +79,10 @@ func (m *inputModel) count(s string) int {
 
 // TestScheduleFiresOnceOnTwoReplicas runs two dispatchers, each with its
 // own connection, on one Redis: a schedule due is posted once, and so is
-// a cron that fell due while both were down.
+// a cron that fell due while both were down. The replicas have names of
+// their own: two boots of one name are one replica restarted, the later
+// taking the earlier's leases, and running both at once ran a session's
+// turn on both.
 func TestScheduleFiresOnceOnTwoReplicas(t *testing.T) {
 	prefix := testPrefix(t)
 	m := &inputModel{}
@@ -88,7 +92,7 @@ func TestScheduleFiresOnceOnTwoReplicas(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		stores = append(stores, s)
 		dispatch.Start(t, dispatch.Config{Store: s, Model: m, Platforms: map[string]agent.Platform{"slack": &answers{}},
-			MaxTurns: 2, Owner: agent.Owner("r", int64(i+1)), ReadyEvery: 50 * time.Millisecond,
+			MaxTurns: 2, Owner: agent.Owner(fmt.Sprintf("r%d", i+1), 1), ReadyEvery: 50 * time.Millisecond,
 			Scheduler: schedules.New(s, schedules.Config{Every: 5 * time.Millisecond})})
 	}
 	ctx := t.Context()
