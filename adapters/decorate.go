@@ -148,10 +148,9 @@ func (t *turn) keep(m *keptMessage, text string, part Part, now time.Time, settl
 			return nil, wait
 		}
 	}
-	if wait := delayOf(buckets, now, true); wait > 0 {
-		return nil, wait
+	if !t.pass.take(buckets, true) {
+		return nil, paced
 	}
-	takeAll(buckets, now)
 	id := m.id
 	m.shown, m.editedAt = text, now
 	part.Reply = true
@@ -228,10 +227,9 @@ func (t *turn) nextDraft(now time.Time, text Text) (func(context.Context), time.
 	if wait := t.draft.at.Add(t.pace.editEvery()).Sub(now); wait > 0 {
 		return nil, wait
 	}
-	if wait := delayOf(t.pace.Edits, now, true); wait > 0 {
-		return nil, wait
+	if !t.pass.take(t.pace.Edits, true) {
+		return nil, paced
 	}
-	takeAll(t.pace.Edits, now)
 	t.draft.shown, t.draft.at = text.Body, now
 	return func(ctx context.Context) {
 		err := t.drafter.Draft(ctx, text)

@@ -37,6 +37,7 @@ type batch struct {
 	left int
 	err  error
 	done chan struct{}
+	stop func() bool // stops waking the writer when the Emit's ctx ends
 }
 
 func (b *batch) finish(err error) {
@@ -46,6 +47,9 @@ func (b *batch) finish(err error) {
 	b.left--
 	if b.left == 0 {
 		close(b.done)
+		if b.stop != nil {
+			b.stop()
+		}
 	}
 }
 
@@ -146,10 +150,9 @@ func (t *turn) nextDelivery(d *delivery, now time.Time) (func(context.Context), 
 			d.batch.finish(nil)
 			return func(context.Context) {}, 0
 		}
-		if wait := delayOf(t.pace.Posts, now, false); wait > 0 {
-			return nil, wait
+		if !t.pass.take(t.pace.Posts, false) {
+			return nil, paced
 		}
-		takeAll(t.pace.Posts, now)
 		f := *d.file
 		return func(context.Context) {
 			err := t.uploader.Upload(d.ctx, f)
@@ -177,10 +180,9 @@ func (t *turn) nextDelivery(d *delivery, now time.Time) (func(context.Context), 
 	if edit {
 		buckets = t.pace.Edits
 	}
-	if wait := delayOf(buckets, now, false); wait > 0 {
-		return nil, wait
+	if !t.pass.take(buckets, false) {
+		return nil, paced
 	}
-	takeAll(buckets, now)
 	part := d.parts[0]
 	return func(context.Context) {
 		var err error

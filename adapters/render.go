@@ -129,7 +129,8 @@ type turn struct {
 
 	wake chan struct{}
 
-	mu sync.Mutex
+	mu   sync.Mutex
+	pass pass // the writer's place in its buckets' queues
 	// The platform's abilities; one is set to nil for the rest of the turn
 	// when it turns out not to work here.
 	typer    Typer
@@ -205,6 +206,7 @@ type liveState struct {
 
 func newTurn(r *Renderer, s Surface) *turn {
 	t := &turn{r: r, s: s, pace: s.Pace(), mode: r.mode, wake: make(chan struct{}, 1)}
+	t.pass.wake = t.poke
 	t.typer, _ = s.(Typer)
 	t.status, _ = s.(Statuser)
 	t.drafter, _ = s.(Drafter)
@@ -412,6 +414,10 @@ func (t *turn) deliver(ctx context.Context, ds []*delivery) *batch {
 	t.outbox = append(t.outbox, ds...)
 	if len(ds) == 0 {
 		close(b.done)
+	} else if ctx.Done() != nil {
+		// A delivery whose Emit gave up leaves its bucket's queue at once,
+		// not when its turn for a token comes.
+		b.stop = context.AfterFunc(ctx, t.poke)
 	}
 	return b
 }
@@ -421,6 +427,7 @@ func (t *turn) deliver(ctx context.Context, ds []*delivery) *batch {
 func (t *turn) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	defer t.pass.cancel() // the writer's own: no lock
 	for {
 		t.mu.Lock()
 		act, wait := t.next(time.Now())
@@ -435,7 +442,7 @@ func (t *turn) run(ctx context.Context) {
 			continue
 		}
 		var tc <-chan time.Time
-		if wait > 0 {
+		if wait > 0 && wait < paced {
 			timer.Reset(wait)
 			tc = timer.C
 		}
@@ -448,7 +455,7 @@ func (t *turn) run(ctx context.Context) {
 		case <-t.wake:
 		case <-tc:
 		}
-		if wait > 0 && !timer.Stop() {
+		if tc != nil && !timer.Stop() {
 			select {
 			case <-timer.C:
 			default:
@@ -465,9 +472,24 @@ func (t *turn) abandonLocked(err error) {
 	t.outbox = nil
 }
 
+// paced is the wait of a call whose pass waits in its buckets' queues: the
+// bucket that gives it its last token wakes the writer.
+const paced = time.Duration(math.MaxInt64)
+
 // next returns the next call to make, or how long until one may be made (0
-// and no call: nothing to do until Emit or Close wakes the writer).
+// and no call: nothing to do until Emit or Close wakes the writer; paced:
+// until a bucket does).
 func (t *turn) next(now time.Time) (func(context.Context), time.Duration) {
+	t.pass.begin()
+	act, wait := t.pick(now)
+	if act == nil {
+		t.pass.end()
+	}
+	return act, wait
+}
+
+// pick is next's choice, most urgent first.
+func (t *turn) pick(now time.Time) (func(context.Context), time.Duration) {
 	w := waiter{}
 	// What a person must get comes first.
 	for len(t.outbox) > 0 {
@@ -510,8 +532,20 @@ func (t *turn) next(now time.Time) (func(context.Context), time.Duration) {
 			// after a while the message is left as it is rather than
 			// holding this turn, and the budget, any longer.
 			left := t.closedAt.Add(tidyPatience).Sub(now)
+			queued := wait == paced
+			if queued {
+				wait = t.pass.eta()
+			}
 			if left <= 0 || wait > left {
+				if queued {
+					t.pass.cancel()
+				}
 				continue
+			}
+			if queued {
+				// Woken by the bucket, or at the end of its patience if
+				// answers keep coming first.
+				wait = left
 			}
 		}
 		w.at(wait)

@@ -837,32 +837,6 @@ func TestClosedWithoutAnswer(t *testing.T) {
 	})
 }
 
-func TestBucket(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b := NewBucket(time.Second, 3)
-		now := time.Now()
-		for range 3 {
-			if d := b.delay(now, 1); d != 0 {
-				t.Fatalf("a full bucket makes a call wait %v", d)
-			}
-			b.take(now)
-		}
-		if d := b.delay(now, 1); d != time.Second {
-			t.Errorf("empty bucket: wait %v, want 1s", d)
-		}
-		if d := b.delay(now.Add(1500*time.Millisecond), b.reserve()); d != 500*time.Millisecond {
-			t.Errorf("decoration after 1.5 s: wait %v, want 0.5 s for the reserve of %v", d, b.reserve())
-		}
-		b.block(now.Add(10 * time.Second))
-		if d := b.delay(now.Add(2*time.Second), 1); d != 8*time.Second {
-			t.Errorf("blocked: wait %v, want 8s", d)
-		}
-		if d := b.delay(now.Add(10*time.Second), 1); d != 0 {
-			t.Errorf("the call the 429 refused waits %v once the platform allows it", d)
-		}
-	})
-}
-
 func TestRetryAfter(t *testing.T) {
 	err := fmt.Errorf("edit: %w", &RateLimitedError{After: 7 * time.Second, Err: errors.New("ratelimited")})
 	if d, ok := RetryAfter(err); !ok || d != 7*time.Second {
@@ -910,6 +884,60 @@ func TestStreamRateLimited(t *testing.T) {
 		}
 		if got.String() != text || refused.IsZero() || next.Sub(refused) != 5*time.Second {
 			t.Errorf("streamed %q (want %q); refused at %v, next piece %v later", got.String(), text, refused, next.Sub(refused))
+		}
+	})
+}
+
+// Answers of many turns that share a spent bucket go out one a token, in
+// the order they were ready; one whose Emit gives up leaves the queue at
+// once, and the token it would have had goes to the next answer.
+func TestAnswersQueueForASharedBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pace := Pace{Posts: []*Bucket{NewBucket(time.Second, 1)}}
+		r := NewRenderer(ModeOff, nil)
+		f := newFake(pace)
+		ctx := context.Background()
+		start := time.Now()
+		gaveUp, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		defer cancel()
+		var wg sync.WaitGroup
+		var ths []agent.Thread
+		for i := range 5 {
+			th := r.Thread(channel{f})
+			ths = append(ths, th)
+			ectx := ctx
+			if i == 2 {
+				ectx = gaveUp // would go at 2 s
+			}
+			wg.Go(func() {
+				err := th.Emit(ectx, agent.Answer{Text: fmt.Sprint("answer", i)})
+				if (err != nil) != (i == 2) {
+					t.Errorf("answer%d: Emit = %v", i, err)
+				}
+			})
+			time.Sleep(time.Millisecond) // ready in this order
+		}
+		time.Sleep(1600*time.Millisecond - time.Since(start))
+		paceMu.Lock()
+		waiting := pace.Posts[0].answers.n
+		paceMu.Unlock()
+		if waiting != 2 {
+			t.Errorf("%d answers wait for the bucket after one gave up; want 2", waiting)
+		}
+		wg.Wait()
+		for _, th := range ths {
+			th.(io.Closer).Close()
+		}
+		r.Close(ctx)
+		var got []string
+		for _, c := range f.log() {
+			if c.op == "post" {
+				got = append(got, fmt.Sprintf("%s at %v", c.text, c.at.Sub(start).Round(10*time.Millisecond)))
+			}
+		}
+		want := []string{"answer0 at 0s", "answer1 at 1s", "answer3 at 2s", "answer4 at 3s"}
+		if !equal(got, want) {
+			t.Errorf("posts %q, want %q", got, want)
 		}
 	})
 }
