@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/firstmate/firstmate/agent"
@@ -128,6 +129,11 @@ type turn struct {
 	mode Mode
 
 	wake chan struct{}
+	// parked says the writer has no goroutine: it waits for a poke (an
+	// Emit, Close, its timer, a bucket's token, the renderer's end) to
+	// start one again. A turn that waits on the model holds no stack.
+	parked atomic.Bool
+	timer  *time.Timer // pokes the writer when its wait is over; the writer's own
 
 	mu   sync.Mutex
 	pass pass // the writer's place in its buckets' queues
@@ -222,6 +228,9 @@ func (t *turn) poke() {
 	case t.wake <- struct{}{}:
 	default:
 	}
+	if t.parked.CompareAndSwap(true, false) {
+		go t.write(t.r.ctx)
+	}
 }
 
 // startLocked starts the writer if it is not running.
@@ -236,11 +245,21 @@ func (t *turn) startLocked() error {
 	}
 	t.running = true
 	t.r.writers++
-	go func() {
-		defer t.r.writerDone()
-		t.run(t.r.ctx)
-	}()
+	context.AfterFunc(t.r.ctx, t.poke) // a parked writer sees the end too
+	go t.write(t.r.ctx)
 	return nil
+}
+
+// write runs the writer until it parks or is done; done, the writer is
+// the renderer's no more.
+func (t *turn) write(ctx context.Context) {
+	if t.run(ctx) {
+		t.pass.cancel() // the writer's own: no lock
+		if t.timer != nil {
+			t.timer.Stop()
+		}
+		t.r.writerDone()
+	}
 }
 
 // Emit implements agent.Thread.
@@ -423,43 +442,46 @@ func (t *turn) deliver(ctx context.Context, ds []*delivery) *batch {
 }
 
 // run is the writer: it makes the turn's platform calls one at a time, the
-// most urgent first, until the turn is closed and nothing is left.
-func (t *turn) run(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	defer t.pass.cancel() // the writer's own: no lock
+// most urgent first, until the turn is closed and nothing is left (done),
+// or until it has nothing to do before a poke: then it parks, its timer
+// armed for what comes due, and its goroutine ends.
+func (t *turn) run(ctx context.Context) (done bool) {
 	for {
+		if err := ctx.Err(); err != nil {
+			t.mu.Lock()
+			t.abandonLocked(err)
+			t.mu.Unlock()
+			return true
+		}
 		t.mu.Lock()
 		act, wait := t.next(time.Now())
 		if act == nil && wait == 0 && t.closed {
 			t.abandonLocked(ErrClosed)
 			t.mu.Unlock()
-			return
+			return true
 		}
 		t.mu.Unlock()
 		if act != nil {
 			act(ctx)
 			continue
 		}
-		var tc <-chan time.Time
 		if wait > 0 && wait < paced {
-			timer.Reset(wait)
-			tc = timer.C
-		}
-		select {
-		case <-ctx.Done():
-			t.mu.Lock()
-			t.abandonLocked(ctx.Err())
-			t.mu.Unlock()
-			return
-		case <-t.wake:
-		case <-tc:
-		}
-		if tc != nil && !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
+			if t.timer == nil {
+				t.timer = time.AfterFunc(wait, t.poke)
+			} else {
+				t.timer.Reset(wait)
 			}
+		}
+		t.parked.Store(true)
+		// A poke between the look above and parking: its wake is here.
+		select {
+		case <-t.wake:
+			if t.parked.CompareAndSwap(true, false) {
+				continue
+			}
+			return false // the poke started the writer again already
+		default:
+			return false
 		}
 	}
 }

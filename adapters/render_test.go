@@ -996,3 +996,63 @@ func BenchmarkStreamedAnswer(b *testing.B) {
 		th.(io.Closer).Close()
 	}
 }
+
+// A turn that waits on the model holds no goroutine: its writer parks
+// between the calls it makes (the sign of life, the keep-alives, the
+// progress) and its timer or the next event starts it again. Every turn
+// still gets its progress and its answer.
+func TestWaitingTurnsHoldNoWriter(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		s      func() (Surface, *fake)
+		typing int // keep-alives in the 30 s: the parked writer's timer
+	}{
+		{"slack thread", func() (Surface, *fake) { f := newFake(slackPace()); return channel{f}, f }, 0},
+		{"telegram private", func() (Surface, *fake) { f := newFake(telegramPace(false)); return private{f}, f }, 7},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := NewRenderer(ModeFull, nil)
+				synctest.Wait()
+				before := runtime.NumGoroutine()
+				const turns = 50
+				ths := make([]agent.Thread, turns)
+				fakes := make([]*fake, turns)
+				ctx := context.Background()
+				for i := range ths {
+					s, f := c.s()
+					ths[i], fakes[i] = r.Thread(s), f
+					ths[i].Emit(ctx, agent.TurnStarted{})
+					ths[i].Emit(ctx, agent.ToolStarted{CallID: "c1", Name: "ls", Args: []byte(`{"path":"."}`)})
+					ths[i].Emit(ctx, agent.ToolFinished{CallID: "c1", Name: "ls", Summary: "listed 3 entries", Duration: time.Millisecond})
+				}
+				// The model thinks for 30 s: keep-alives and progress
+				// edits come due meanwhile, and each writer parks again.
+				for range 30 {
+					time.Sleep(time.Second)
+					synctest.Wait()
+					// NumGoroutine counts the whole test process, where one
+					// may come and go outside the bubble: not one a turn.
+					if n := runtime.NumGoroutine() - before; n > 1 {
+						t.Fatalf("%d goroutines for %d turns waiting on the model", n, turns)
+					}
+				}
+				for i, f := range fakes {
+					if n := f.count("typing"); n < c.typing || len(f.log()) == n {
+						t.Fatalf("turn %d waiting on the model made %q; want its progress and %d keep-alives", i, f.ops(), c.typing)
+					}
+				}
+				for i, th := range ths {
+					th.Emit(ctx, agent.Answer{Text: "answer-" + strconv.Itoa(i), Steps: 2, Tools: 1})
+					th.(io.Closer).Close()
+				}
+				r.Close(ctx)
+				for i, f := range fakes {
+					if !strings.Contains(strings.Join(f.ops(), "\n"), "answer-"+strconv.Itoa(i)) {
+						t.Fatalf("turn %d's answer is missing: %q", i, f.ops())
+					}
+				}
+			})
+		})
+	}
+}
