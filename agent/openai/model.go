@@ -66,12 +66,16 @@ func (m *Model) Complete(ctx context.Context, req *agent.Request) (*agent.Respon
 	if err != nil {
 		return nil, err
 	}
-	body, err := encodeBody(&creq, tools)
+	// Each attempt encodes the body (body.go) and lets it go once sent: a
+	// call that waits seconds on the model holds no copy of its request.
+	// The first encoding is checked here, for an error before any call.
+	full := creq
+	body, err := encodeBody(&full, tools)
 	if err != nil {
 		return nil, err
 	}
 	// go-openai checks the request and encodes it, but the body it sends
-	// is ours (body.go): it need not encode the messages.
+	// is ours: it need not encode the messages.
 	creq.Messages = nil
 	// Text that reached OnText cannot be taken back, so once some did, a
 	// failure is final: a retry would show the person the start twice.
@@ -85,8 +89,16 @@ func (m *Model) Complete(ctx context.Context, req *agent.Request) (*agent.Respon
 	}
 	var resp *agent.Response
 	err = m.retry(ctx, func() bool { return sent }, func(ctx context.Context) error {
+		if body == nil {
+			var err error
+			if body, err = encodeBody(&full, tools); err != nil {
+				return err
+			}
+		}
+		rec := &record{body: body, encode: func() ([]byte, error) { return encodeBody(&full, tools) }}
+		body = nil // the record's, until it is sent
 		var err error
-		resp, err = m.attempt(ctx, creq, body, req, emit)
+		resp, err = m.attempt(ctx, creq, rec, req, emit)
 		return err
 	})
 	if err != nil {
@@ -188,8 +200,7 @@ func reasoningModel(name string) bool {
 var errIdle = errors.New("idle timeout")
 
 // attempt makes one streamed call.
-func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, body []byte, req *agent.Request, emit func(string)) (*agent.Response, error) {
-	rec := &record{body: body}
+func (m *Model) attempt(ctx context.Context, creq goai.ChatCompletionRequest, rec *record, req *agent.Request, emit func(string)) (*agent.Response, error) {
 	actx, cancel := context.WithCancelCause(withRecord(ctx, rec))
 	defer cancel(nil)
 	// One timer watches the whole attempt: Config.Timeout until the output

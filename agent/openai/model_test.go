@@ -302,6 +302,13 @@ func TestRetries(t *testing.T) {
 			if n := len(srv.Requests()); n != tt.wantReqs {
 				t.Errorf("%d requests, want %d", n, tt.wantReqs)
 			}
+			// Each attempt encodes its body afresh (the last one's was let
+			// go once sent): the same bytes every time.
+			for i, r := range srv.Requests() {
+				if first := srv.Requests()[0].Body; len(r.Body) == 0 || string(r.Body) != string(first) {
+					t.Errorf("attempt %d sent %d bytes, not the first's %d", i+1, len(r.Body), len(first))
+				}
+			}
 			if len(*waits) != len(tt.wantWaits) {
 				t.Fatalf("waits = %v, want %v", *waits, tt.wantWaits)
 			}

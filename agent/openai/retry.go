@@ -26,8 +26,9 @@ type record struct {
 	status        int
 	retryAfter    time.Duration
 	hasRetryAfter bool
-	tooLarge      error  // the limit the body passed, if it did
-	body          []byte // the request's body (body.go), sent for go-openai's
+	tooLarge      error                  // the limit the body passed, if it did
+	body          []byte                 // the request's body (body.go), sent for go-openai's; nil once sent
+	encode        func() ([]byte, error) // the body again, should net/http send it twice
 }
 
 type recordKey struct{}
@@ -46,10 +47,13 @@ type recordingDoer struct {
 
 func (d recordingDoer) Do(req *http.Request) (*http.Response, error) {
 	rec, _ := req.Context().Value(recordKey{}).(*record)
+	sent := func() {}
 	if rec != nil && rec.body != nil && req.Method == http.MethodPost {
-		setBody(req, rec.body)
+		sent = setBody(req, rec.body, rec.encode)
+		rec.body = nil
 	}
 	resp, err := d.next.Do(req)
+	sent() // the reply has begun (or the call failed): no resend of the body
 	// net/http quotes the URL in its errors, and the base URL (or a
 	// redirect's target) may hold a password or a key: the error is logged.
 	err = redact.Error(err)
