@@ -1089,6 +1089,40 @@ exit 0`}, out)
 	mustNotExist(t, filepath.Join(dir, "alive2"))
 }
 
+// TestHostileProcessLimitPerCommand: a command's process limit counts its
+// own processes, not those of the other commands of its host uid, which
+// every channel's commands share: a channel holding many processes leaves
+// another's commands free to fork. Where no cgroup holds the limit it is
+// RLIMIT_NPROC, which Linux counts per user namespace (each command has
+// one of its own) since 5.14; before, per host uid, and this fails.
+func TestHostileProcessLimitPerCommand(t *testing.T) {
+	t.Parallel()
+	sb := isolated(t, Limits{})
+	dir := workspace(t, sb)
+	out := newCapture(4096)
+	hog, err := sb.Start(t.Context(), Command{Dir: dir,
+		Script: `readlink /proc/self/ns/pid; i=0; while [ $i -lt 48 ]; do sleep 60 & i=$((i+1)); done; echo held; wait`}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { hog.Kill(); hog.Wait() }()
+	ns := waitNS(t, out, hog)
+	if said := waitOutput(t, out, "held\n"); bytes.Contains(said, []byte("fork")) {
+		t.Fatalf("the first command could not start its 48 processes: %q", said)
+	}
+	if n := len(nsProcs(ns)); n < 49 {
+		t.Fatalf("the first command holds %d processes, want 49", n)
+	}
+	// Another command of the same uid, under a limit of 16, starts 8 …
+	res := run(t, sb, dir, `i=0; while [ $i -lt 8 ]; do sleep 1 & i=$((i+1)); done; wait; echo rc=$?`, Limits{Procs: 16})
+	wantOutput(t, res, "rc=0\n")
+	// … and no more than its limit.
+	res = run(t, sb, dir, `i=0; while [ $i -lt 32 ]; do sleep 1 & i=$((i+1)); done; wait; echo all-started`, Limits{Procs: 16})
+	if out := string(res.Output); !strings.Contains(out, "Cannot fork") || strings.Contains(out, "all-started") {
+		t.Errorf("32 processes under a limit of 16: %q, want a fork error", out)
+	}
+}
+
 // TestHostileOutputFlood: 50 MB of output is cut to the limit, head and
 // tail, and counted in full; nothing blocks.
 func TestHostileOutputFlood(t *testing.T) {
