@@ -704,7 +704,7 @@ func TestHostileCapabilities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := waitNS(t, out)
+	ns := waitNS(t, out, p)
 	// Once sleep runs, the helper has become sh (or sleep itself).
 	var procs []int
 	for range 500 {
@@ -814,21 +814,49 @@ rc=1
 }
 
 // waitNS waits for the command's first line, its pid namespace as
-// readlink /proc/self/ns/pid prints it ("pid:[N]"), the same on the host.
-func waitNS(t *testing.T, out *capture) string {
+// readlink /proc/self/ns/pid prints it ("pid:[N]"), the same on the host,
+// which must be the helper's (holdNS).
+func waitNS(t *testing.T, out *capture, p *Process) string {
+	t.Helper()
+	ns := holdNS(t, p.Pid())
+	b := waitOutput(t, out, "\n")
+	if line, _, _ := bytes.Cut(b, []byte("\n")); string(line) != ns {
+		t.Fatalf("want the pid namespace first, %s (the helper's), got %q", ns, b)
+	}
+	return ns
+}
+
+// holdNS is the name of process pid's PID namespace, which it holds open
+// for the rest of the test. The name is the number of the namespace's
+// inode, which the kernel gives to the next namespace made once this one
+// is freed: on a busy host, another sandbox's, whose processes would then
+// pass for those of the command under test.
+func holdNS(t *testing.T, pid int) string {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("pid:[%d]", fi.Sys().(*syscall.Stat_t).Ino)
+}
+
+// waitOutput waits for the command's output to hold s, and returns it.
+func waitOutput(t *testing.T, out *capture, s string) []byte {
 	t.Helper()
 	for range 3000 {
-		b, _, _ := out.bytes()
-		if line, _, ok := bytes.Cut(b, []byte("\n")); ok {
-			if !bytes.HasPrefix(line, []byte("pid:[")) {
-				t.Fatalf("want the pid namespace first, got %q", b)
-			}
-			return string(line)
+		if b, _, _ := out.bytes(); bytes.Contains(b, []byte(s)) {
+			return b
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("the command did not print its pid namespace")
-	return ""
+	b, _, _ := out.bytes()
+	t.Fatalf("the command did not print %q: %q", s, b)
+	return nil
 }
 
 // nsProcs lists the host pids of the processes in pid namespace ns.
@@ -853,72 +881,114 @@ func hostPids() []int {
 	return pids
 }
 
-// uidProcs is the set of host processes whose real uid is uid.
-func uidProcs(uid int) map[int]bool {
-	set := map[int]bool{}
+// uidProcs lists the host processes whose real uid is uid.
+func uidProcs(uid int) []int {
+	var pids []int
 	for _, pid := range hostPids() {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
 			continue
 		}
 		if f := strings.Fields(parseStatus(string(data))["Uid"]); len(f) > 0 && f[0] == strconv.Itoa(uid) {
-			set[pid] = true
+			pids = append(pids, pid)
 		}
 	}
-	return set
+	return pids
 }
 
-// strays are processes of the sandbox's uid that were not there before and
-// are ours: they descend from this test process, or were orphaned to the
-// host's init. (Another test binary's sandboxes descend from it, not us.)
-func strays(uid int, before map[int]bool) []int {
-	var out []int
-	for pid := range uidProcs(uid) {
-		if before[pid] {
-			continue
-		}
-		for p := pid; ; {
-			f, err := statFields(p)
-			if err != nil {
-				break
-			}
-			ppid, _ := strconv.Atoi(f[1])
-			if ppid == os.Getpid() || ppid == 1 {
-				out = append(out, pid)
-				break
-			}
-			if ppid <= 1 {
-				break
-			}
-			p = ppid
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+// The host ids tests give their sandboxes (ownID): a range that systemd
+// leaves unassigned (1879048192 to 2147352575) and so no usual host uses.
+const testIDBase, testIDs = 1879048192, 1 << 24
 
-// waitGone waits a while for the processes of ns to go; the kernel has
-// reaped them all by the time the helper's wait returns, so this is only
-// a margin.
-func waitGone(t *testing.T, ns string, uid int, before map[int]bool) {
+// ownID is a host uid, used as the gid too, that no process runs as: the
+// one sandbox mapped to it is then the only owner of its processes. Other
+// programs' nobody (65534), the sandboxes of the other test packages that
+// run at the same time and those of another firstmate all run as other
+// uids. Only root may map an id other than its own; elsewhere ok is false.
+func ownID(t *testing.T) (id int, ok bool) {
 	t.Helper()
-	var left, stray []int
+	if os.Geteuid() != 0 {
+		return 0, false
+	}
 	for range 100 {
-		left, stray = nsProcs(ns), strays(uid, before)
-		if len(left) == 0 && len(stray) == 0 {
+		id := testIDBase + rand.IntN(testIDs)
+		if len(uidProcs(id)) == 0 {
+			return id, true
+		}
+	}
+	t.Fatal("every host uid tried for the sandbox has processes")
+	return 0, false
+}
+
+// isolated is a sandbox with limits l whose root maps to a host uid of its
+// own (ownID) where this process may map one, the default one elsewhere.
+func isolated(t *testing.T, l Limits) *Sandbox {
+	t.Helper()
+	cfg := Config{Limits: l}
+	if id, ok := ownID(t); ok {
+		cfg.UID, cfg.GID = id, id
+	}
+	return New(cfg)
+}
+
+// leftovers are the processes of sb's command, whose PID namespace is ns,
+// still on the host: those in ns, and those of sb's host uid outside it,
+// where a process that left the namespace would be (reparented to the
+// host's init or not). When sb's uid is its own (isolated), every process
+// of that uid is the command's; when it is shared with other programs
+// (this process is not root), only those that descend from this test
+// process are taken for the command's.
+func leftovers(sb *Sandbox, ns string) (inNS, outside []int) {
+	inNS = nsProcs(ns)
+	own := sb.cfg.UID >= testIDBase && sb.cfg.UID < testIDBase+testIDs
+	for _, pid := range uidProcs(sb.cfg.UID) {
+		if !slices.Contains(inNS, pid) && (own || descends(pid, os.Getpid())) {
+			outside = append(outside, pid)
+		}
+	}
+	return inNS, outside
+}
+
+// descends reports whether process pid descends from process from.
+func descends(pid, from int) bool {
+	for p := pid; p > 1; {
+		f, err := statFields(p)
+		if err != nil {
+			return false
+		}
+		p, _ = strconv.Atoi(f[1])
+		if p == from {
+			return true
+		}
+	}
+	return false
+}
+
+// waitGone waits for every process of sb's command (see leftovers) to be
+// gone. The kernel has reaped those of ns by the time the helper's wait
+// returns (it is the namespace's init), so the wait is only a margin; it
+// ends as soon as none is left. ns being this process's own namespace
+// fails at once: the command had none of its own.
+func waitGone(t *testing.T, sb *Sandbox, ns string) {
+	t.Helper()
+	if self, _ := os.Readlink("/proc/self/ns/pid"); ns == self {
+		t.Fatalf("the command ran in this process's pid namespace, %s", ns)
+	}
+	var inNS, outside []int
+	for range 400 {
+		if inNS, outside = leftovers(sb, ns); len(inNS) == 0 && len(outside) == 0 {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Errorf("processes of the sandbox left: %v in its namespace, %v of its uid", left, stray)
+	t.Errorf("processes of the sandbox left: %v in its namespace, %v of its uid %d outside it", inNS, outside, sb.cfg.UID)
 }
 
 // TestHostileForkBomb: the process limit holds, the timeout kills the
 // whole tree, and this process stays responsive meanwhile.
 func TestHostileForkBomb(t *testing.T) {
-	sb := New(Config{})
+	sb := isolated(t, Limits{})
 	dir := workspace(t, sb)
-	before := uidProcs(sb.cfg.UID)
 
 	stop := make(chan struct{})
 	var ticks atomic.Int32
@@ -947,7 +1017,7 @@ func TestHostileForkBomb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := waitNS(t, out)
+	ns := waitNS(t, out, p)
 	done := make(chan struct{})
 	var res Result
 	var werr error
@@ -991,27 +1061,66 @@ func TestHostileForkBomb(t *testing.T) {
 	if n := ticks.Load(); n < 5 {
 		t.Errorf("this process ticked %d times during %s", n, res.Took)
 	}
-	waitGone(t, ns, sb.cfg.UID, before)
+	waitGone(t, sb, ns)
 }
 
 // TestHostileDaemons: a process that leaves the shell's session or
 // process group still dies with the command.
 func TestHostileDaemons(t *testing.T) {
-	sb := New(Config{})
+	sb := isolated(t, Limits{})
 	dir := workspace(t, sb)
-	before := uidProcs(sb.cfg.UID)
-	res := run(t, sb, dir, `readlink /proc/self/ns/pid
+	out := newCapture(4096)
+	p, err := sb.Start(t.Context(), Command{Dir: dir, Limits: Limits{Timeout: time.Minute}, Script: `readlink /proc/self/ns/pid
 (setsid sh -c 'sleep 2; touch /workspace/alive' &)
 nohup sh -c 'sleep 2; touch /workspace/alive2' >/dev/null 2>&1 &
-exit 0`, Limits{Timeout: time.Minute})
-	if res.ExitCode != 0 || res.TimedOut {
-		t.Fatalf("%s\n%s", res.Status(time.Minute), res.Output)
+exit 0`}, out)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ns, _, _ := strings.Cut(string(res.Output), "\n")
-	waitGone(t, ns, sb.cfg.UID, before)
+	ns := waitNS(t, out, p)
+	res, err := p.Wait()
+	if err != nil || res.ExitCode != 0 || res.TimedOut {
+		said, _, _ := out.bytes()
+		t.Fatalf("%s, %v\n%s", res.Status(time.Minute), err, said)
+	}
+	waitGone(t, sb, ns)
 	time.Sleep(4 * time.Second)
 	mustNotExist(t, filepath.Join(dir, "alive"))
 	mustNotExist(t, filepath.Join(dir, "alive2"))
+}
+
+// TestHostileProcessLimitPerCommand: a command's process limit counts its
+// own processes, not those of the other commands of its host uid, which
+// every channel's commands share: a channel holding many processes leaves
+// another's commands free to fork. Where no cgroup holds the limit it is
+// RLIMIT_NPROC, which Linux counts per user namespace (each command has
+// one of its own) since 5.14; before, per host uid, and this fails.
+func TestHostileProcessLimitPerCommand(t *testing.T) {
+	t.Parallel()
+	sb := isolated(t, Limits{})
+	dir := workspace(t, sb)
+	out := newCapture(4096)
+	hog, err := sb.Start(t.Context(), Command{Dir: dir,
+		Script: `readlink /proc/self/ns/pid; i=0; while [ $i -lt 48 ]; do sleep 60 & i=$((i+1)); done; echo held; wait`}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { hog.Kill(); hog.Wait() }()
+	ns := waitNS(t, out, hog)
+	if said := waitOutput(t, out, "held\n"); bytes.Contains(said, []byte("fork")) {
+		t.Fatalf("the first command could not start its 48 processes: %q", said)
+	}
+	if n := len(nsProcs(ns)); n < 49 {
+		t.Fatalf("the first command holds %d processes, want 49", n)
+	}
+	// Another command of the same uid, under a limit of 16, starts 8 …
+	res := run(t, sb, dir, `i=0; while [ $i -lt 8 ]; do sleep 1 & i=$((i+1)); done; wait; echo rc=$?`, Limits{Procs: 16})
+	wantOutput(t, res, "rc=0\n")
+	// … and no more than its limit.
+	res = run(t, sb, dir, `i=0; while [ $i -lt 32 ]; do sleep 1 & i=$((i+1)); done; wait; echo all-started`, Limits{Procs: 16})
+	if out := string(res.Output); !strings.Contains(out, "Cannot fork") || strings.Contains(out, "all-started") {
+		t.Errorf("32 processes under a limit of 16: %q, want a fork error", out)
+	}
 }
 
 // TestHostileOutputFlood: 50 MB of output is cut to the limit, head and
@@ -1061,10 +1170,11 @@ func TestHostileFillTmp(t *testing.T) {
 
 // probed is a sandbox as firstmate runs it: probed, so that it puts
 // commands in cgroups where the host delegates a cgroup v2, and bounds
-// them with rlimits where not.
+// them with rlimits where not. Its host uid is its own (isolated), so the
+// probe's check of the process limit counts only its own processes.
 func probed(t *testing.T, l Limits) (*Sandbox, Report) {
 	t.Helper()
-	sb := New(Config{Limits: l})
+	sb := isolated(t, l)
 	rep, err := sb.Probe(t.Context())
 	if err != nil {
 		t.Fatalf("probe: %v", err)

@@ -49,15 +49,12 @@ func TestParentKilled(t *testing.T) {
 		t.Fatalf("no helper pid: %v", err)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "helper ")))
-	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
-	if err != nil {
-		t.Fatalf("helper %d: %v", pid, err)
-	}
+	ns := holdNS(t, pid)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		left := inNamespace(ns)
+		left := nsProcs(ns)
 		if len(left) == 0 {
 			return
 		}
@@ -66,20 +63,4 @@ func TestParentKilled(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// inNamespace lists the host pids whose PID namespace is ns.
-func inNamespace(ns string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); err == nil && l == ns {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

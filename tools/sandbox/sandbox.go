@@ -46,8 +46,15 @@ type Limits struct {
 	Output  int           // bytes of stdout+stderr kept for the model
 	// TmpSize is the most /tmp may hold; it gets no more than half of
 	// Memory (see [Limits.TmpCap]).
-	TmpSize   int64
-	Procs     int   // RLIMIT_NPROC: processes and threads
+	TmpSize int64
+	// Procs bounds the processes and threads of a command: pids.max of
+	// its cgroup where a cgroup v2 is delegated, RLIMIT_NPROC elsewhere.
+	// Linux 5.14 and later count RLIMIT_NPROC per user namespace, and
+	// each command has one of its own, so only the command's processes
+	// count; older kernels count every process of the host uid, which all
+	// commands share (Config.UID), so one channel's processes count
+	// against another's commands there.
+	Procs     int
 	OpenFiles int   // RLIMIT_NOFILE
 	FileSize  int64 // RLIMIT_FSIZE: the largest file a command may write
 	// CPU is RLIMIT_CPU, the CPU time each process of the command may
@@ -181,7 +188,9 @@ type Config struct {
 	Exe string
 	// UID and GID are the host ids the sandbox's root maps to. Zero means
 	// the current ids, or 65534 (nobody) when running as root: host uid 0
-	// inside a namespace could write whatever root owns on the host.
+	// inside a namespace could write whatever root owns on the host. Every
+	// command runs as them, whatever its channel: what keeps a command to
+	// its own workspace is its mount namespace and Landlock, not its uid.
 	UID, GID int
 	Path     string // PATH inside; "" = DefaultPath
 	Limits   Limits // defaults for every command
