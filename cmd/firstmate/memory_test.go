@@ -26,9 +26,9 @@ func TestMemoryPlan(t *testing.T) {
 		soft      int64
 		limitSeen int64
 	}{
-		{"512 MiB container", container, 0, noEnv, 1433, 483183819, 512 << 20},
+		{"512 MiB container", container, 0, noEnv, 1792, 483183819, 512 << 20},
 		{"max_turns set", container, 300, noEnv, 300, 483183819, 512 << 20},
-		{"GOMEMLIMIT set", container, 0, withGOMEMLIMIT, 1433, 0, 512 << 20},
+		{"GOMEMLIMIT set", container, 0, withGOMEMLIMIT, 1792, 0, 512 << 20},
 		{"no limit", fstest.MapFS{}, 0, noEnv, 4096, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -81,13 +81,13 @@ func TestTurns(t *testing.T) {
 		want  int
 	}{
 		{0, 4096},               // no limit: the most
-		{512 * mib, 1433},       // (512 - 64) MiB / 2 / 160 KiB
-		{1024 * mib, 3072},      // (1024 - 64) MiB / 2 / 160 KiB
+		{512 * mib, 1792},       // (512 - 64) MiB / 2 / 128 KiB
+		{1024 * mib, 3840},      // (1024 - 64) MiB / 2 / 128 KiB
 		{64 * 1024 * mib, 4096}, // a large machine: the most
 		{64 * mib, 16},          // no room left: a few still
 		{32 * mib, 16},          // less than the reserve
 		{int64(1) << 62, 4096},  // absurd
-		{128 * mib, 204},        // (128 - 64) MiB / 2 / 160 KiB
+		{128 * mib, 256},        // (128 - 64) MiB / 2 / 128 KiB
 	} {
 		if got := Turns(tc.limit, 4096); got != tc.want {
 			t.Errorf("Turns(%d MiB) = %d, want %d", tc.limit/mib, got, tc.want)
