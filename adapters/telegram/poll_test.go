@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,6 +66,14 @@ func (l *memLease) DropLease(_ context.Context, name, owner string) error {
 		delete(l.holds, name)
 	}
 	return nil
+}
+
+// leaseNames are the names the lease was asked for, read under its lock:
+// the replicas go on asking while the test looks.
+func (l *memLease) leaseNames() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Collect(maps.Keys(l.names))
 }
 
 func (l *memLease) holder(name string) string {
@@ -322,7 +332,7 @@ func TestOneReplicaPolls(t *testing.T) {
 	if h := lease.holder(name); h != on.owner {
 		t.Errorf("lease %s held by %q, want %s", name, h, on.owner)
 	}
-	for n := range lease.names {
+	for _, n := range lease.leaseNames() {
 		if strings.Contains(n, srv.Token()) || n != name {
 			t.Errorf("lease name %q", n)
 		}
