@@ -134,6 +134,9 @@ type turn struct {
 	// start one again. A turn that waits on the model holds no stack.
 	parked atomic.Bool
 	timer  *time.Timer // pokes the writer when its wait is over; the writer's own
+	// unwatch stops the renderer's end from poking the writer, once it is
+	// done: the renderer outlives its turns.
+	unwatch func() bool
 
 	mu   sync.Mutex
 	pass pass // the writer's place in its buckets' queues
@@ -245,7 +248,7 @@ func (t *turn) startLocked() error {
 	}
 	t.running = true
 	t.r.writers++
-	context.AfterFunc(t.r.ctx, t.poke) // a parked writer sees the end too
+	t.unwatch = context.AfterFunc(t.r.ctx, t.poke) // a parked writer sees the end too
 	go t.write(t.r.ctx)
 	return nil
 }
@@ -255,6 +258,7 @@ func (t *turn) startLocked() error {
 func (t *turn) write(ctx context.Context) {
 	if t.run(ctx) {
 		t.pass.cancel() // the writer's own: no lock
+		t.unwatch()
 		if t.timer != nil {
 			t.timer.Stop()
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"weak"
 
 	"github.com/firstmate/firstmate/agent"
 	"github.com/firstmate/firstmate/internal/testkit/policytest"
@@ -1054,5 +1055,37 @@ func TestWaitingTurnsHoldNoWriter(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A finished turn is let go: the renderer, which lives as long as the
+// process, keeps nothing of it.
+func TestFinishedTurnsAreLetGo(t *testing.T) {
+	r := NewRenderer(ModeFull, nil)
+	defer r.Close(context.Background())
+	ctx := context.Background()
+	var gone []weak.Pointer[turn]
+	for i := range 20 {
+		th := r.Thread(channel{newFake(slackPace())})
+		th.Emit(ctx, agent.TurnStarted{})
+		th.Emit(ctx, agent.Answer{Text: "answer-" + strconv.Itoa(i)})
+		th.(io.Closer).Close()
+		gone = append(gone, weak.Make(th.(*turn)))
+	}
+	idle, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.Wait(idle); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.GC()
+	kept := 0
+	for _, w := range gone {
+		if w.Value() != nil {
+			kept++
+		}
+	}
+	if kept > 0 {
+		t.Errorf("%d of 20 finished turns are still held", kept)
 	}
 }
